@@ -1,0 +1,209 @@
+"""The validated, frozen search-space spec.
+
+This is the contract between the space file and everything downstream (translation to
+Tune/Optuna, the sweep driver, the training harness). It is plain data: no Ray, no torch.
+Build one with :func:`hpsearch.load_space`; never construct it from unvalidated input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Union
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Sample a parameter only when ``param``'s value is one of ``values``.
+
+    Written in YAML as ``when: {precision: fp16}`` or ``when: {precision: [fp16, bf16]}``.
+    """
+
+    param: str
+    values: tuple[Any, ...]
+
+    def holds(self, config: Mapping[str, Any]) -> bool:
+        return self.param in config and config[self.param] in self.values
+
+
+@dataclass(frozen=True)
+class FloatParam:
+    name: str
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = None
+    when: Condition | None = None
+    type: Literal["float"] = "float"
+
+    def midpoint(self) -> float:
+        if self.log:
+            return float((self.low * self.high) ** 0.5)
+        mid = (self.low + self.high) / 2
+        if self.step:
+            mid = self.low + round((mid - self.low) / self.step) * self.step
+        return float(mid)
+
+    def describe(self) -> str:
+        scale = "log" if self.log else "linear"
+        step = f", step {self.step:g}" if self.step else ""
+        return f"float [{self.low:g}, {self.high:g}] {scale}{step}"
+
+
+@dataclass(frozen=True)
+class IntParam:
+    """Integer parameter; ``low`` and ``high`` are both inclusive."""
+
+    name: str
+    low: int
+    high: int
+    log: bool = False
+    step: int = 1
+    when: Condition | None = None
+    type: Literal["int"] = "int"
+
+    def midpoint(self) -> int:
+        if self.log:
+            mid = (self.low * self.high) ** 0.5
+        else:
+            mid = (self.low + self.high) / 2
+        return int(self.low + round((mid - self.low) / self.step) * self.step)
+
+    def describe(self) -> str:
+        scale = "log" if self.log else "linear"
+        step = f", step {self.step}" if self.step != 1 else ""
+        return f"int [{self.low}, {self.high}] {scale}{step}"
+
+
+@dataclass(frozen=True)
+class CategoricalParam:
+    name: str
+    choices: tuple[Any, ...]
+    when: Condition | None = None
+    type: Literal["categorical"] = "categorical"
+
+    def midpoint(self) -> Any:
+        return self.choices[0]
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(str(c) for c in self.choices)
+
+
+Param = Union[FloatParam, IntParam, CategoricalParam]
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    mode: Literal["min", "max"]
+
+
+@dataclass(frozen=True)
+class Search:
+    algorithm: Literal["tpe", "random"] = "tpe"
+    seed: int | None = 0
+    n_startup_trials: int = 10
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """Early stopping. ``type: fifo`` runs every trial to ``max_t``."""
+
+    type: Literal["asha", "fifo"] = "asha"
+    time_attr: Literal["epoch", "step"] = "epoch"
+    max_t: int = 10
+    grace_period: int = 1
+    reduction_factor: int = 3
+
+    def rungs(self) -> tuple[int, ...]:
+        """Milestones at which ASHA compares trials (``grace_period * rf**k < max_t``)."""
+        if self.type != "asha":
+            return ()
+        out, t = [], self.grace_period
+        while t < self.max_t:
+            out.append(t)
+            t *= self.reduction_factor
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Trials:
+    num: int = 16
+    max_concurrent: int | Literal["auto"] = "auto"
+    max_failures: int = 2
+
+
+@dataclass(frozen=True)
+class Resources:
+    workers: int = 1
+    use_gpu: bool = False
+    cpus_per_worker: float = 1
+    gpus_per_worker: float = 0
+
+    def per_trial(self) -> dict[str, float]:
+        """Resources one trial's workers need together."""
+        out = {"CPU": self.workers * self.cpus_per_worker}
+        if self.use_gpu:
+            out["GPU"] = self.workers * (self.gpus_per_worker or 1)
+        return out
+
+
+@dataclass(frozen=True)
+class Budget:
+    time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    keep: int = 2
+    keep_best_trials: int = 3
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated search space. Field names mirror the YAML sections.
+
+    Attributes:
+        params: Searched parameters, in file order (conditions refer to earlier ones).
+        fixed: Plain values from ``params`` that are passed to every trial unchanged.
+        source: The file the spec came from (``None`` if built from a dict).
+        raw: The YAML mapping after overrides, as run; written into the sweep directory.
+    """
+
+    name: str
+    trainable: str
+    objective: Objective
+    params: tuple[Param, ...]
+    fixed: Mapping[str, Any]
+    search: Search = field(default_factory=Search)
+    scheduler: Scheduler = field(default_factory=Scheduler)
+    trials: Trials = field(default_factory=Trials)
+    resources: Resources = field(default_factory=Resources)
+    budget: Budget = field(default_factory=Budget)
+    storage: str = "./runs"
+    checkpoints: Checkpoints = field(default_factory=Checkpoints)
+    source: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def default_config(self) -> dict[str, Any]:
+        """The config ``hpsearch trial`` runs when nothing is set: midpoints / first choices."""
+        config: dict[str, Any] = dict(self.fixed)
+        for p in self.params:
+            if p.when is None or p.when.holds(config):
+                config[p.name] = p.midpoint()
+        return config
+
+    def trial_config(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
+        """The full config a trial receives: fixed values, sampled values, and the budget
+        in units of ``scheduler.time_attr`` (``epochs`` or ``max_steps``)."""
+        config = {**self.fixed, **sampled}
+        budget_key = "epochs" if self.scheduler.time_attr == "epoch" else "max_steps"
+        config.setdefault(budget_key, self.scheduler.max_t)
+        return config

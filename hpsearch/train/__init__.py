@@ -1,0 +1,1 @@
+"""Training harness: lr schedule, precision, loop, checkpoints. Imports no Ray."""

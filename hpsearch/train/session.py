@@ -1,0 +1,74 @@
+"""How the training loop talks to whatever runs it.
+
+The harness never imports Ray. It is handed a :class:`Session`:
+
+* :class:`LocalSession` (here) runs in the current process: ``hpsearch trial`` with one
+  worker, unit tests, benchmarks. Checkpoints go to a local folder.
+* ``hpsearch.trial`` provides a Ray Train session (``ray.train.report`` /
+  ``ray.train.get_checkpoint``) and a Ray Tune session for one-worker trials that skip
+  the worker group.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+
+class Session(Protocol):
+    """What the training loop needs from its runner.
+
+    ``report`` is called by *every* rank at the same points (collective in Ray Train);
+    only rank 0 passes a ``checkpoint_dir``. The runner owns the directory afterwards.
+    """
+
+    world_rank: int
+    world_size: int
+    local_rank: int
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None: ...
+
+    def latest_checkpoint_dir(self) -> str | None:
+        """A local directory holding the checkpoint to resume from, or ``None``."""
+        ...
+
+
+@dataclass
+class LocalSession:
+    """Single-process session: collects reports, keeps checkpoints under ``root``.
+
+    Args:
+        root: Where checkpoints are kept (``root/checkpoint_000003`` ...); ``None`` keeps none.
+        on_report: Called with each metrics dict, e.g. to print or record it.
+        resume_from: A checkpoint directory to resume from.
+        keep: How many newest checkpoints to keep on disk.
+    """
+
+    root: str | None = None
+    on_report: Callable[[dict[str, Any]], None] | None = None
+    resume_from: str | None = None
+    keep: int = 2
+    world_rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    checkpoints: list[str] = field(default_factory=list)
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
+        metrics = dict(metrics)
+        if checkpoint_dir is not None and self.root is not None:
+            dest = os.path.join(self.root, f"checkpoint_{len(self.reports):06d}")
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(checkpoint_dir, dest)
+            self.checkpoints.append(dest)
+            while len(self.checkpoints) > self.keep:
+                shutil.rmtree(self.checkpoints.pop(0), ignore_errors=True)
+            metrics["checkpoint"] = dest
+        self.reports.append(metrics)
+        if self.on_report is not None:
+            self.on_report(metrics)
+
+    def latest_checkpoint_dir(self) -> str | None:
+        return self.resume_from

@@ -1,0 +1,1 @@
+"""Built-in workloads. Data ships with packages or is generated; nothing is downloaded."""

@@ -1,0 +1,140 @@
+"""Connecting to Ray and fitting trials onto it.
+
+Tune does not count Ray Train's workers, so the number of concurrent trials must be
+derived here from the cluster's resources and each trial's demand; otherwise extra trials
+start trainers that wait for workers forever. :func:`plan_slots` is pure and tested with
+hand-made resource dicts; :func:`connect` is the only function here that touches Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from hpsearch.errors import ClusterError
+from hpsearch.space.spec import Spec
+from hpsearch.trainables import BUILTINS, load_trainable
+
+# The Tune trial that drives a Ray Train run only waits on it; it must not take a whole
+# CPU away from the workers.
+DRIVER_CPU = 0.01
+
+
+def trial_demand(spec: Spec) -> dict[str, float]:
+    """Everything one trial holds while it runs (workers plus, for Train runs, the driver)."""
+    demand = dict(spec.resources.per_trial())
+    if uses_worker_group(spec):
+        demand["CPU"] = demand.get("CPU", 0) + DRIVER_CPU
+    return demand
+
+
+def uses_worker_group(spec: Spec) -> bool:
+    """One-worker harness trials train inside the Tune trial itself: no worker group,
+    no process group, no second actor to start. Everything else is a Ray Train run."""
+    if spec.resources.workers > 1:
+        return True
+    if spec.trainable in BUILTINS:  # all built-ins are harness workloads
+        return False
+    return not is_harness_workload(load_trainable(spec.trainable))
+
+
+def is_harness_workload(obj: object) -> bool:
+    """Harness mode (a ``Workload``) rather than a raw Ray Train loop function."""
+    return hasattr(obj, "build_model") and hasattr(obj, "build_data")
+
+
+def plan_slots(
+    spec: Spec, cluster: Mapping[str, float], *, requested: int | None = None
+) -> int:
+    """How many trials can run at once on ``cluster`` (Ray resource dict).
+
+    Args:
+        spec: The validated space.
+        cluster: Total resources, e.g. ``ray.cluster_resources()``.
+        requested: An explicit ``max_concurrent`` (flag or file), checked against what fits.
+
+    Raises:
+        ClusterError: Not even one trial fits, or ``requested`` exceeds what fits.
+    """
+    demand = trial_demand(spec)
+    fits = min(
+        (math.floor(cluster.get(res, 0.0) / need + 1e-9) for res, need in demand.items() if need),
+        default=0,
+    )
+    if fits < 1:
+        raise ClusterError(
+            f"the cluster cannot fit one trial: each trial needs {_fmt(demand)} "
+            f"({spec.resources.workers} worker(s)), but the cluster has {_fmt(cluster, demand)}. "
+            "Lower resources.workers / cpus_per_worker, set use_gpu: false, "
+            "or connect to a bigger cluster with --address."
+        )
+    fits = min(fits, spec.trials.num)
+    if requested is None and spec.trials.max_concurrent != "auto":
+        requested = int(spec.trials.max_concurrent)
+    if requested is not None:
+        if requested > fits and requested <= spec.trials.num:
+            raise ClusterError(
+                f"max_concurrent {requested} does not fit: {fits} trial(s) of "
+                f"{_fmt(demand)} fit on a cluster with {_fmt(cluster, demand)}. "
+                "Use max_concurrent: auto, or a number <= "
+                f"{fits}."
+            )
+        return max(1, min(requested, fits))
+    return fits
+
+
+def _fmt(resources: Mapping[str, float], only: Mapping[str, float] | None = None) -> str:
+    keys = list(only) if only is not None else ["CPU", "GPU"]
+    return ", ".join(f"{resources.get(k, 0):g} {k}" for k in keys)
+
+
+@dataclass
+class Connection:
+    """A live Ray connection. ``started_local`` means hpsearch owns the instance."""
+
+    address: str | None
+    resources: dict[str, float]
+    started_local: bool
+
+    def close(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def connect(address: str | None = None, *, verbose: bool = False) -> Connection:
+    """Connect to the cluster at ``address`` (or ``$RAY_ADDRESS``), else start a local Ray.
+
+    An already-initialised Ray (a notebook, the test session) is reused as is.
+
+    Raises:
+        ClusterError: The address cannot be reached.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return Connection(None, dict(ray.cluster_resources()), started_local=False)
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    kwargs = dict(
+        log_to_driver=verbose,
+        logging_level=logging.INFO if verbose else logging.WARNING,
+        configure_logging=True,
+    )
+    if address in (None, "local"):
+        # The dashboard hosts the state API that Ray Train's placement-group cleaner needs.
+        ray.init(**kwargs)
+        return Connection(None, dict(ray.cluster_resources()), started_local=True)
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        last = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise ClusterError(
+            f"cannot reach the Ray cluster at {address!r}: {last}. "
+            "Start it with `ray up cluster.yaml` (or `ray start --head`), check the address, "
+            "or leave out --address / RAY_ADDRESS to run on a local Ray instance."
+        ) from None
+    return Connection(address, dict(ray.cluster_resources()), started_local=False)

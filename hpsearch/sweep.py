@@ -1,0 +1,380 @@
+"""Run and resume sweeps: the Tuner, the sweep directory, the manifest, the callbacks.
+
+Layout of a sweep directory (``<storage>/<name>/``)::
+
+    space.yaml        the space as run, after overrides
+    manifest.json     command, versions, git state, host, seeds, times, status
+    trials.parquet    one row per trial            (docs/trial-tables.md)
+    history.parquet   one row per report per trial
+    optuna.db         the Optuna study (SQLite): optuna.load_study / optuna-dashboard
+    tune/             Ray Tune's experiment state (what `hpsearch resume` restores)
+    train/            Ray Train runs of multi-worker trials (checkpoints)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpsearch.errors import HpsearchError, StorageError, SweepExistsError, SweepNotFoundError
+from hpsearch.manifest import (
+    MANIFEST_FILE,
+    command_line,
+    new_manifest,
+    now_iso,
+    read_manifest,
+    write_manifest,
+)
+from hpsearch.plan import Plan, local_resources, make_plan
+from hpsearch.space.spec import Spec
+
+OPTUNA_FILE = "optuna.db"
+TUNE_DIR = "tune"
+SPACE_FILE = "space.yaml"
+
+EXIT_OK, EXIT_NO_TRIAL, EXIT_INTERRUPTED = 0, 3, 130
+
+
+class Interrupted(HpsearchError):
+    """Ctrl-C stopped the sweep; the tables are written and it can be resumed."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+@dataclass
+class SweepResult:
+    """What :func:`run_sweep` returns.
+
+    Attributes:
+        sweep_dir: The sweep directory.
+        status: ``finished``, ``no_trial_completed``, ``interrupted`` or ``planned``.
+        best: The best trial's row of the trial table (``None`` if none has a value).
+        plan: Slots, rungs and cost estimate.
+    """
+
+    sweep_dir: Path
+    status: str
+    plan: Plan
+    best: dict[str, Any] | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return {"finished": EXIT_OK, "planned": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(
+            self.status, EXIT_NO_TRIAL
+        )
+
+
+def sweep_dir_for(spec: Spec, *, name: str | None = None, storage: str | None = None) -> Path:
+    return Path(storage or spec.storage).expanduser().resolve() / (name or spec.name)
+
+
+def optuna_storage_url(sweep_dir: str | os.PathLike) -> str:
+    return f"sqlite:///{Path(sweep_dir).resolve() / OPTUNA_FILE}"
+
+
+def run_sweep(
+    spec: Spec,
+    *,
+    name: str | None = None,
+    storage: str | None = None,
+    address: str | None = None,
+    max_concurrent: int | None = None,
+    dry_run: bool = False,
+    overwrite: bool = False,
+    verbose: bool = False,
+    stream=None,
+) -> SweepResult:
+    """Run a whole sweep of ``spec`` and write its tables.
+
+    Args:
+        spec: A validated space (:func:`hpsearch.load_space`).
+        name: Sweep name (default ``spec.name``); the directory is ``<storage>/<name>``.
+        storage: Parent directory of sweeps (default ``spec.storage``). Must be shared
+            (NFS, object store mount) on a multi-node cluster.
+        address: Ray cluster address; ``None`` uses ``$RAY_ADDRESS`` or a local Ray.
+        max_concurrent: Overrides ``trials.max_concurrent``; checked against what fits.
+        dry_run: Resolve resources and return the plan; start no trial.
+        overwrite: Delete an existing sweep of the same name first.
+        verbose: Show Ray's own logs and per-trial tables.
+        stream: Where progress goes (default stdout).
+
+    Raises:
+        SweepExistsError: The sweep exists and ``overwrite`` is false.
+        ClusterError: The cluster is unreachable or cannot fit one trial.
+        Interrupted: Ctrl-C; the tables are written and ``hpsearch resume`` continues.
+    """
+    stream = stream or sys.stdout
+    sweep_dir = sweep_dir_for(spec, name=name, storage=storage)
+    name = sweep_dir.name
+    if dry_run and not (address or os.environ.get("RAY_ADDRESS")):
+        plan = make_plan(spec, local_resources(), max_concurrent=max_concurrent)
+        return SweepResult(sweep_dir, "planned", plan)
+    if (sweep_dir / MANIFEST_FILE).exists() and not dry_run:
+        if not overwrite:
+            raise SweepExistsError(
+                f"a sweep named {name!r} already exists in {sweep_dir.parent}. "
+                f"Continue it with `hpsearch resume {name}`, pick another --name, "
+                "or pass --overwrite to delete it and start again."
+            )
+        shutil.rmtree(sweep_dir)
+
+    from hpsearch.cluster import connect
+
+    conn = connect(address, verbose=verbose)
+    try:
+        plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent)
+        if dry_run:
+            return SweepResult(sweep_dir, "planned", plan)
+        _prepare_dir(sweep_dir, spec)
+        manifest = new_manifest(
+            name=name, argv=command_line(), seed=spec.search.seed, cluster=conn.resources,
+            address=conn.address, objective={"metric": spec.objective.metric,
+                                             "mode": spec.objective.mode},
+        )
+        manifest["plan"] = {"slots": plan.slots, "rungs": list(plan.rungs)}
+        write_manifest(sweep_dir, manifest)
+        tuner = _new_tuner(spec, sweep_dir, plan, verbose=verbose, stream=stream)
+        return _fit(tuner, spec, sweep_dir, plan, manifest)
+    finally:
+        if conn.started_local:
+            conn.close()
+
+
+def _prepare_dir(sweep_dir: Path, spec: Spec) -> None:
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / SPACE_FILE).write_text(
+            yaml.safe_dump(dict(spec.raw), sort_keys=False, allow_unicode=True)
+        )
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create the sweep directory {sweep_dir}: {exc.strerror or exc}. "
+            "Choose a writable place with --storage."
+        ) from None
+
+
+# --- the Tuner -----------------------------------------------------------------------
+
+
+class _Run:
+    """Per-run objects shared by a new sweep and a resumed one."""
+
+    def __init__(self, spec: Spec, sweep_dir: Path, *, verbose: bool, stream, resume: bool):
+        from hpsearch.progress import make_progress_callback
+        from hpsearch.tables import TrialRecords, make_callback, read_history, read_trials
+
+        self.records = TrialRecords(spec)
+        if resume and (sweep_dir / "trials.parquet").exists():
+            self.records.load(
+                read_trials(sweep_dir).to_dict("records"),
+                read_history(sweep_dir).to_dict("records"),
+            )
+        deadline = time.time() + spec.budget.time_s if spec.budget.time_s else None
+        self.tables = make_callback(self.records, str(sweep_dir), deadline=deadline)
+        self.progress = make_progress_callback(self.records, spec, stream=stream)
+        self.stopper = _make_all_failed_stopper(self.records, spec)
+        self.verbose = verbose
+
+    @property
+    def callbacks(self) -> list:
+        # Tables first: progress reads the records the tables callback has just updated.
+        return [self.tables, self.progress]
+
+
+def _run_config(spec: Spec, sweep_dir: Path, run: _Run):
+    from ray import tune
+
+    return tune.RunConfig(
+        name=TUNE_DIR,
+        storage_path=str(sweep_dir),
+        callbacks=run.callbacks,
+        stop=run.stopper,
+        verbose=2 if run.verbose else 0,
+        failure_config=tune.FailureConfig(max_failures=spec.trials.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=spec.checkpoints.keep),
+    )
+
+
+def _new_tuner(spec: Spec, sweep_dir: Path, plan: Plan, *, verbose: bool, stream):
+    import optuna
+    from ray import tune
+
+    from hpsearch.translate import make_scheduler, make_searcher
+    from hpsearch.trial import make_trainable
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage(optuna_storage_url(sweep_dir))
+    searcher = make_searcher(spec, storage=storage, study_name=sweep_dir.name)
+    run = _Run(spec, sweep_dir, verbose=verbose, stream=stream, resume=False)
+    tuner = tune.Tuner(
+        make_trainable(spec, sweep_dir=str(sweep_dir)),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            scheduler=make_scheduler(spec),
+            num_samples=spec.trials.num,
+            max_concurrent_trials=plan.slots,
+            time_budget_s=spec.budget.time_s,
+        ),
+        run_config=_run_config(spec, sweep_dir, run),
+    )
+    return tuner, run
+
+
+def _make_all_failed_stopper(records, spec: Spec):
+    """Stop the whole sweep once the first trials have all failed: the same bug would
+    fail every later trial, so don't spend the budget finding that out."""
+    from ray.tune.stopper import Stopper
+
+    threshold = min(spec.trials.num, 3)
+
+    class AllFailed(Stopper):
+        def __call__(self, trial_id, result):
+            return False
+
+        def stop_all(self):
+            statuses = [r.get("status") for r in records.trials.values()]
+            ended = [s for s in statuses if s not in ("running", "pending")]
+            return len(ended) >= threshold and all(s == "failed" for s in ended)
+
+    return AllFailed()
+
+
+def _fit(tuner_and_run, spec: Spec, sweep_dir: Path, plan: Plan, manifest: dict) -> SweepResult:
+    from hpsearch.progress import best_trial
+    from hpsearch.tables import write_tables
+
+    tuner, run = tuner_and_run
+    status = "finished"
+    sentinel = _InterruptSentinel()
+    try:
+        with sentinel:
+            tuner.fit()
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        run.progress.close()
+    if sentinel.fired:
+        status = "interrupted"
+    try:
+        write_tables(run.records, sweep_dir)
+    finally:
+        counts: dict[str, int] = {}
+        for row in run.records.trials.values():
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        if status == "finished" and not any(
+            counts.get(s) for s in ("completed", "stopped_by_asha", "stopped")
+        ):
+            status = "no_trial_completed"
+        if status == "finished" and run.stopper.stop_all():
+            status = "all_failed"
+        manifest.update(status=status, ended_at=now_iso(), counts=counts)
+        manifest["runs"][-1]["ended_at"] = manifest["ended_at"]
+        write_manifest(sweep_dir, manifest)
+    if run.tables.storage_error is not None:
+        raise run.tables.storage_error
+    best = best_trial(run.records, spec)
+    result = SweepResult(sweep_dir, status, plan, best=best, counts=counts)
+    if status == "interrupted":
+        raise Interrupted(
+            f"interrupted: the tables in {sweep_dir} are up to date. "
+            f"Continue with `hpsearch resume {sweep_dir.name} --storage {sweep_dir.parent}`."
+        )
+    return result
+
+
+class _InterruptSentinel:
+    """Detects the first Ctrl-C that Ray Tune swallows.
+
+    Tune installs its own SIGINT handler while it runs and, on the first Ctrl-C, stops the
+    run gracefully and puts back the handler it found: ours. So if ours is installed again
+    after ``fit`` returns, a Ctrl-C happened. A second Ctrl-C reaches ours and raises
+    KeyboardInterrupt at once.
+    """
+
+    def __init__(self) -> None:
+        self.fired = False
+        self._previous = None
+
+    def _handler(self, signum, frame):  # second Ctrl-C
+        self.fired = True
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is None:
+            return False
+        if signal.getsignal(signal.SIGINT) is self._handler:
+            self.fired = True
+        signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+# --- resume ----------------------------------------------------------------------------
+
+
+def resume_sweep(
+    name: str, *, storage: str = "./runs", address: str | None = None,
+    verbose: bool = False, stream=None,
+) -> SweepResult:
+    """Continue a sweep whose driver died or was interrupted.
+
+    Finished trials are not rerun; trials that were running continue from their latest
+    checkpoint; the Optuna study continues.
+    """
+    from ray import tune
+
+    from hpsearch.cluster import connect
+    from hpsearch.space import load_space
+    from hpsearch.trial import make_trainable
+
+    stream = stream or sys.stdout
+    sweep_dir = Path(storage).expanduser().resolve() / name
+    tune_dir = sweep_dir / TUNE_DIR
+    if not (sweep_dir / MANIFEST_FILE).exists():
+        raise SweepNotFoundError(
+            f"no sweep named {name!r} in {sweep_dir.parent}; `hpsearch ls --storage DIR` "
+            "lists the sweeps there"
+        )
+    spec = load_space(sweep_dir / SPACE_FILE)
+    manifest = read_manifest(sweep_dir)
+    conn = connect(address, verbose=verbose)
+    try:
+        if not tune.Tuner.can_restore(str(tune_dir)):
+            raise SweepNotFoundError(
+                f"sweep {name!r} has no Ray Tune state to resume from (it stopped before its "
+                f"first trial started). Start it again with `hpsearch run --overwrite`."
+            )
+        plan = make_plan(spec, conn.resources)
+        run = _Run(spec, sweep_dir, verbose=verbose, stream=stream, resume=True)
+        tuner = tune.Tuner.restore(
+            str(tune_dir),
+            make_trainable(spec, sweep_dir=str(sweep_dir)),
+            resume_unfinished=True,
+            resume_errored=False,
+            restart_errored=False,
+        )
+        # Restore keeps the pickled RunConfig; callbacks are ours, fresh.
+        tuner._local_tuner._run_config.callbacks = run.callbacks
+        tuner._local_tuner._run_config.stop = run.stopper
+        manifest["status"] = "running"
+        manifest.setdefault("runs", []).append({"command": command_line(), "started_at": now_iso()})
+        write_manifest(sweep_dir, manifest)
+        return _fit((tuner, run), spec, sweep_dir, plan, manifest)
+    finally:
+        if conn.started_local:
+            conn.close()

@@ -1,0 +1,204 @@
+"""One trial: the Ray Tune function that trains one configuration.
+
+Two ways to run a trial, chosen per space (see :func:`hpsearch.cluster.uses_worker_group`):
+
+* **In-process** (one-worker harness trials): the harness trains inside the Tune trial's
+  own actor. No worker group, no process group, no second actor: trial start-up drops from
+  tens of seconds to about one (see ``benchmarks/trial_startup.py``).
+* **Ray Train** (several workers, or a raw ``train_loop_per_worker``): the Tune trial builds
+  a ``TorchTrainer`` (Train V2) and forwards rank 0's reports to Tune with a
+  ``TuneReportCallback`` so ASHA can stop it mid-training.
+
+This is the only module that imports ``ray.train``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from typing import Any, Callable, Mapping
+
+from hpsearch.cluster import DRIVER_CPU, is_harness_workload, uses_worker_group
+from hpsearch.errors import TrainableError
+from hpsearch.space.spec import Objective, Spec
+from hpsearch.trainables import load_trainable
+
+# Keys Tune adds to every result; they are bookkeeping, not training metrics.
+TUNE_KEYS = frozenset(
+    {
+        "config", "date", "done", "experiment_tag", "hostname", "iterations_since_restore",
+        "node_ip", "pid", "should_checkpoint", "time_since_restore", "time_this_iter_s",
+        "timestamp", "timesteps_since_restore", "timesteps_total", "episodes_total",
+        "training_iteration", "trial_id", "checkpoint_dir_name", "checkpoint_path",
+        "time_total_s",
+    }
+)
+
+
+def worst_value(objective: Objective) -> float:
+    return math.inf if objective.mode == "min" else -math.inf
+
+
+def sanitize_report(metrics: Mapping[str, Any], objective: Objective) -> dict[str, Any]:
+    """Make a report safe for ASHA and Optuna.
+
+    A missing or non-finite objective (a diverged run, an unsupported precision, a raw loop
+    that reports other metrics) becomes the worst value for the mode: Optuna rejects NaN,
+    ASHA's cut-offs ignore it, and a missing key crashes the searcher.
+    """
+    out = {k: v for k, v in metrics.items() if k != "checkpoint"}
+    value = out.get(objective.metric)
+    try:
+        finite = value is not None and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        finite = False
+    if not finite:
+        out[objective.metric] = worst_value(objective)
+    return out
+
+
+def make_trainable(spec: Spec, *, sweep_dir: str) -> Any:
+    """The Tune trainable for ``spec``, with the resources its trial must hold."""
+    from ray import tune
+
+    def hpsearch_trial(config: dict[str, Any]) -> None:
+        run_trial(config, spec=spec, sweep_dir=sweep_dir)
+
+    res = spec.resources
+    if uses_worker_group(spec):
+        resources: dict[str, float] = {"CPU": DRIVER_CPU}
+    else:
+        resources = {"CPU": res.cpus_per_worker}
+        if res.use_gpu:
+            resources["GPU"] = res.gpus_per_worker or 1
+    return tune.with_resources(hpsearch_trial, resources)
+
+
+def run_trial(sampled: Mapping[str, Any], *, spec: Spec, sweep_dir: str) -> None:
+    """Body of one Tune trial (runs in the trial's actor)."""
+    config = spec.trial_config(sampled)
+    config.setdefault("use_gpu", spec.resources.use_gpu)
+    trainable = load_trainable(spec.trainable)
+    if not uses_worker_group(spec):
+        from hpsearch.train.loop import train
+
+        _limit_threads(spec.resources.cpus_per_worker)
+        train(config, trainable, _TuneSession(spec.objective))
+        return
+    _run_train(config, trainable, spec=spec, sweep_dir=sweep_dir)
+
+
+def _limit_threads(cpus: float) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, int(cpus)))
+
+
+class _TuneSession:
+    """Harness session for in-process trials: reports straight to Tune."""
+
+    world_rank = 0
+    world_size = 1
+    local_rank = 0
+
+    def __init__(self, objective: Objective):
+        self._objective = objective
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
+        from ray import tune
+
+        checkpoint = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        tune.report(sanitize_report(metrics, self._objective), checkpoint=checkpoint)
+        if checkpoint_dir:  # Tune has persisted a copy; the runner owns the directory.
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+    def latest_checkpoint_dir(self) -> str | None:
+        from ray import tune
+
+        checkpoint = tune.get_checkpoint()
+        return checkpoint.to_directory() if checkpoint else None
+
+
+class _TrainSession:
+    """Harness session inside a Ray Train worker."""
+
+    def __init__(self) -> None:
+        import ray.train
+
+        ctx = ray.train.get_context()
+        self.world_rank = ctx.get_world_rank()
+        self.world_size = ctx.get_world_size()
+        self.local_rank = ctx.get_local_rank()
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
+        import ray.train
+
+        checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        ray.train.report(metrics, checkpoint=checkpoint)
+        if checkpoint_dir:
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+    def latest_checkpoint_dir(self) -> str | None:
+        import ray.train
+
+        checkpoint = ray.train.get_checkpoint()
+        return checkpoint.to_directory() if checkpoint else None
+
+
+def _harness_worker_loop(payload: dict[str, Any]) -> None:
+    """``train_loop_per_worker`` for harness workloads under Ray Train."""
+    from hpsearch.train.loop import train
+
+    train(payload["config"], load_trainable(payload["trainable"]), _TrainSession())
+
+
+def _forward_to_tune(objective: Objective) -> Any:
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    class ForwardToTune(TuneReportCallback):
+        """Forwards rank 0's reports to Tune, sanitised for ASHA and Optuna."""
+
+        def after_report(self, run_context, metrics, checkpoint):  # noqa: ANN001
+            metrics = [sanitize_report(metrics[0], objective), *metrics[1:]]
+            super().after_report(run_context, metrics, checkpoint)
+
+    return ForwardToTune()
+
+
+def _run_train(config: dict[str, Any], trainable: Any, *, spec: Spec, sweep_dir: str) -> None:
+    from ray import tune
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    res = spec.resources
+    per_worker = {"CPU": res.cpus_per_worker}
+    if res.use_gpu:
+        per_worker["GPU"] = res.gpus_per_worker or 1
+    harness = is_harness_workload(trainable)
+    loop: Callable[[dict[str, Any]], None] = _harness_worker_loop if harness else trainable
+    loop_config = {"config": config, "trainable": spec.trainable} if harness else config
+    trial_id = tune.get_context().get_trial_id()
+    trainer = TorchTrainer(
+        loop,
+        train_loop_config=loop_config,
+        scaling_config=ScalingConfig(
+            num_workers=res.workers, use_gpu=res.use_gpu, resources_per_worker=per_worker
+        ),
+        run_config=RunConfig(
+            name=f"train-{trial_id}",
+            storage_path=os.path.join(sweep_dir, "train"),
+            callbacks=[_forward_to_tune(spec.objective)],
+            failure_config=FailureConfig(max_failures=spec.trials.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=spec.checkpoints.keep),
+        ),
+    )
+    result = trainer.fit()
+    reported = result.metrics or {}
+    if not harness and spec.objective.metric not in reported:
+        names = ", ".join(sorted(k for k in reported if k not in TUNE_KEYS)) or "none"
+        raise TrainableError(
+            f"{spec.trainable} never reported the objective metric "
+            f"{spec.objective.metric!r}; it reported: {names}. Report it with "
+            f"ray.train.report({{{spec.objective.metric!r}: ...}}) or change objective.metric."
+        )

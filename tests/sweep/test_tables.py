@@ -1,0 +1,123 @@
+"""Trial records and tables, driven by hand-made Tune results (no Ray)."""
+
+import math
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from hpsearch.errors import StorageError
+from hpsearch.space.spec import CategoricalParam, FloatParam, Objective, Scheduler, Spec
+from hpsearch.tables import TrialRecords, final_status, read_history, read_trials, write_tables
+from hpsearch.trial import sanitize_report
+
+
+def make_spec(mode="min", scheduler="asha"):
+    return Spec(
+        name="t", trainable="digits", objective=Objective("val_loss", mode),
+        params=(FloatParam("lr", 1e-4, 1e-1, log=True),
+                CategoricalParam("precision", ("fp32", "bf16"))),
+        fixed={"batch_size": 64},
+        scheduler=Scheduler(type=scheduler, max_t=4, grace_period=1, reduction_factor=2),
+    )
+
+
+def feed(records, tid, losses, *, params=None):
+    records.start(tid, params or {"lr": 0.01, "precision": "bf16"})
+    for i, loss in enumerate(losses, start=1):
+        records.result(tid, {"step": 10 * i, "epoch": i, "val_loss": loss, "lr": 0.01,
+                             "time_total_s": float(i), "training_iteration": i,
+                             "config": {"lr": 0.01}, "precision": "bf16"})
+
+
+@pytest.mark.parametrize(
+    "last, kw, expected",
+    [
+        ({"epoch": 4}, {}, "completed"),
+        ({"epoch": 1}, {}, "stopped_by_asha"),
+        ({"epoch": 1, "status": "diverged"}, {}, "diverged"),
+        ({"epoch": 1}, {"errored": True}, "failed"),
+        ({"epoch": 2}, {"finished": False}, "running"),
+        ({"epoch": 2}, {"budget_expired": True}, "stopped"),
+        (None, {"finished": False}, "pending"),
+    ],
+)
+def test_final_status(last, kw, expected):
+    assert final_status(last, spec=make_spec(), **kw) == expected
+
+
+@pytest.mark.parametrize("mode, best", [("min", 0.5), ("max", 0.9)])
+def test_best_value_respects_mode(mode, best):
+    records = TrialRecords(make_spec(mode))
+    feed(records, "a", [0.9, 0.5, 0.7])
+    row = records.trials["a"]
+    assert row["best_value"] == best and row["final_value"] == 0.7
+
+
+def test_repeated_reports_after_restart_keep_history_unique():
+    records = TrialRecords(make_spec())
+    feed(records, "a", [0.9, 0.8])
+    feed(records, "a", [0.9, 0.8, 0.7])  # restarted from scratch: steps 10, 20 again
+    steps = [h["step"] for h in records.history]
+    assert steps == [10, 20, 30]
+
+
+def test_tables_round_trip_through_parquet(tmp_path):
+    records = TrialRecords(make_spec())
+    feed(records, "a", [0.9, 0.5, 0.4, 0.3])
+    records.end("a")
+    feed(records, "b", [1.2], params={"lr": 0.1, "precision": "fp32"})
+    records.end("b")
+    records.start("c", {"lr": 0.001, "precision": "fp32"})
+    records.end("c", errored=True, error="ValueError: boom")
+    write_tables(records, tmp_path)
+
+    trials = read_trials(tmp_path).set_index("trial_id")
+    assert trials.loc["a", "status"] == "completed"
+    assert trials.loc["b", "status"] == "stopped_by_asha"
+    assert trials.loc["c", "status"] == "failed"
+    assert trials.loc["c", "error"] == "ValueError: boom"
+    assert trials.loc["a", "best_value"] == 0.3 and trials.loc["a", "steps"] == 40
+    assert trials.loc["b", "lr"] == 0.1 and trials.loc["b", "precision"] == "fp32"
+    assert trials.loc["a", "worker_s"] == 4.0
+    history = read_history(tmp_path / "history.parquet")
+    assert list(history.columns[:4]) == ["trial_id", "step", "epoch", "time_total_s"]
+    assert "config" not in history.columns and "training_iteration" in history.columns
+    assert len(history) == 5
+    assert pq.read_schema(tmp_path / "trials.parquet").field("steps").type == "int64"
+
+
+def test_resumed_records_continue_from_written_tables(tmp_path):
+    records = TrialRecords(make_spec())
+    feed(records, "a", [0.9, 0.5])
+    write_tables(records, tmp_path)
+    again = TrialRecords(make_spec())
+    again.load(read_trials(tmp_path).to_dict("records"), read_history(tmp_path).to_dict("records"))
+    feed(again, "a", [0.9, 0.5, 0.4])
+    assert [h["step"] for h in again.history] == [10, 20, 30]
+    assert again.trials["a"]["best_value"] == 0.4
+
+
+def test_failed_table_write_raises_storage_error_and_keeps_old_file(tmp_path):
+    import os
+
+    records = TrialRecords(make_spec())
+    feed(records, "a", [0.9])
+    write_tables(records, tmp_path)
+    before = (tmp_path / "trials.parquet").read_bytes()
+    feed(records, "b", [0.5])
+    # A directory squatting on the temporary file's name makes the write fail the way a
+    # full disk does (an OSError mid-write), even as root.
+    (tmp_path / f".trials.parquet.tmp-{os.getpid()}").mkdir()
+    with pytest.raises(StorageError, match="intact"):
+        write_tables(records, tmp_path)
+    assert (tmp_path / "trials.parquet").read_bytes() == before
+    assert len(read_trials(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("mode, worst", [("min", math.inf), ("max", -math.inf)])
+def test_non_finite_or_missing_objective_becomes_worst_value(mode, worst):
+    obj = Objective("val_loss", mode)
+    assert sanitize_report({"val_loss": float("nan")}, obj)["val_loss"] == worst
+    assert sanitize_report({"loss": 1.0}, obj)["val_loss"] == worst
+    assert sanitize_report({"val_loss": 0.5, "checkpoint": "x"}, obj) == {"val_loss": 0.5}

@@ -233,7 +233,10 @@ def write_parquet_atomic(df, path: str | os.PathLike) -> None:
         df.to_parquet(tmp, index=False)
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
         raise StorageError(
             f"cannot write {path.name} in {path.parent}: {exc.strerror or exc}. "
             "The previous table is intact; free disk space and run `hpsearch resume`."

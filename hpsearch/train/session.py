@@ -57,18 +57,28 @@ class LocalSession:
     checkpoints: list[str] = field(default_factory=list)
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
+        """Record ``metrics``; take ownership of ``checkpoint_dir`` (moved under ``root``,
+        or deleted when ``root`` is ``None``), then call ``on_report``."""
         metrics = dict(metrics)
         if checkpoint_dir is not None and self.root is not None:
             dest = os.path.join(self.root, f"checkpoint_{len(self.reports):06d}")
             shutil.rmtree(dest, ignore_errors=True)
-            shutil.copytree(checkpoint_dir, dest)
+            os.makedirs(self.root, exist_ok=True)
+            shutil.move(checkpoint_dir, dest)
             self.checkpoints.append(dest)
             while len(self.checkpoints) > self.keep:
                 shutil.rmtree(self.checkpoints.pop(0), ignore_errors=True)
             metrics["checkpoint"] = dest
+        elif checkpoint_dir is not None:
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
         self.reports.append(metrics)
         if self.on_report is not None:
             self.on_report(metrics)
 
     def latest_checkpoint_dir(self) -> str | None:
         return self.resume_from
+
+    @property
+    def last_checkpoint(self) -> str | None:
+        """The newest checkpoint kept under ``root``, e.g. to resume a later session from."""
+        return self.checkpoints[-1] if self.checkpoints else None

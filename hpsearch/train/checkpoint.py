@@ -1,0 +1,100 @@
+"""Checkpoints: one dict in one file, written by rank 0 (nanoGPT style).
+
+The dict holds everything needed to continue a run as if it had never stopped: model,
+optimizer and fp16 scaler state, the position in the data (epoch and batch within it,
+since the data order is a function of seed and epoch alone), every rank's random-number
+generator states, and the config it ran with.
+
+It holds tensors and plain Python values only, so it loads with ``torch.load``'s safe
+``weights_only=True``: restoring a checkpoint runs no pickled code.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["CHECKPOINT_FILE", "FORMAT_VERSION", "save", "load", "rng_state", "set_rng_state"]
+
+CHECKPOINT_FILE = "checkpoint.pt"
+FORMAT_VERSION = 1
+
+
+def save(state: dict[str, Any], directory: str | None = None) -> str:
+    """Write ``state`` to ``<directory>/checkpoint.pt`` (a new temporary directory if none).
+
+    Returns:
+        The directory. Whoever receives it (the session) owns it from then on.
+    """
+    directory = directory or tempfile.mkdtemp(prefix="hpsearch-ckpt-")
+    path = os.path.join(directory, CHECKPOINT_FILE)
+    tmp = path + ".tmp"
+    torch.save({"format": FORMAT_VERSION, **state}, tmp)
+    os.replace(tmp, path)  # a crash mid-write never leaves a truncated checkpoint.pt
+    return directory
+
+
+def load(directory: str) -> dict[str, Any]:
+    """Read the checkpoint in ``directory`` onto the CPU.
+
+    Raises:
+        FileNotFoundError: ``directory`` holds no ``checkpoint.pt``.
+        ValueError: The file was written by an incompatible version of the harness.
+    """
+    path = os.path.join(directory, CHECKPOINT_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no {CHECKPOINT_FILE} in checkpoint directory {directory!r}")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if state.get("format") != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: checkpoint format must be {FORMAT_VERSION} (got {state.get('format')!r}); "
+            "it was written by another version of hpsearch"
+        )
+    return state
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """This process's generator states: torch (CPU and ``device``'s), numpy, random."""
+    np_state = np.random.get_state(legacy=False)
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "bit_generator": np_state["bit_generator"],
+            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+            "pos": int(np_state["state"]["pos"]),
+            "has_gauss": int(np_state["has_gauss"]),
+            "gauss": float(np_state["gauss"]),
+        },
+        "random": _python_random_state(),
+    }
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    """Restore what :func:`rng_state` returned."""
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+    np_state = state["numpy"]
+    np.random.set_state(
+        {
+            "bit_generator": np_state["bit_generator"],
+            "state": {"key": np_state["key"].numpy().astype(np.uint32), "pos": np_state["pos"]},
+            "has_gauss": np_state["has_gauss"],
+            "gauss": np_state["gauss"],
+        }
+    )
+    version, internal, gauss_next = state["random"]
+    random.setstate((version, tuple(internal), gauss_next))
+
+
+def _python_random_state() -> tuple[int, list[int], float | None]:
+    version, internal, gauss_next = random.getstate()
+    return version, list(internal), gauss_next

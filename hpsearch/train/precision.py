@@ -1,0 +1,102 @@
+"""Numeric precision: one path for fp32, bf16 and fp16 (nanoGPT style).
+
+The forward pass runs under ``torch.autocast`` for bf16 and fp16 (a ``nullcontext`` for
+fp32), and the backward pass always goes through a ``torch.amp.GradScaler`` that is
+enabled only for fp16. With the scaler disabled, ``scale``, ``unscale_``, ``step`` and
+``update`` are pass-throughs, so the loop has no precision branches.
+
+Autocast works on the CPU too (torch >= 2.4 runs both bf16 and fp16 there), and so does
+``GradScaler("cpu")``. Whether the hardware can run a precision is asked with
+:func:`unsupported_reason` before training starts; the loop turns a reason into a final
+``unsupported_precision`` report instead of crashing.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import ContextManager
+
+import torch
+
+__all__ = ["PRECISIONS", "Precision", "unsupported_reason"]
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How the forward and backward passes run for one precision on one device type.
+
+    Attributes:
+        name: ``"fp32"``, ``"bf16"`` or ``"fp16"``.
+        device_type: ``"cpu"``, ``"cuda"``, ... (what ``torch.autocast`` takes).
+    """
+
+    name: str
+    device_type: str
+
+    def __post_init__(self) -> None:
+        if self.name not in PRECISIONS:
+            raise ValueError(f"precision: must be one of {', '.join(PRECISIONS)} (got {self.name!r})")
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The autocast dtype, ``None`` for fp32."""
+        return _DTYPES[self.name]
+
+    def autocast(self) -> ContextManager:
+        """A context for the forward pass (and the loss). Reusable across steps."""
+        if self.dtype is None:
+            return nullcontext()
+        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+
+    def grad_scaler(self, init_scale: float = 2.0**16) -> torch.amp.GradScaler:
+        """A scaler that is enabled for fp16 only; bf16 has fp32's range and needs none."""
+        return torch.amp.GradScaler(self.device_type, init_scale=init_scale, enabled=self.name == "fp16")
+
+
+def unsupported_reason(name: str, device: torch.device) -> str | None:
+    """Why ``device`` cannot train in precision ``name``, or ``None`` if it can.
+
+    fp32 always runs. On CUDA, bf16 needs native support (compute capability 8.0+,
+    ``torch.cuda.is_bf16_supported(including_emulation=False)``). Elsewhere the answer comes
+    from running one small matmul under autocast on the device, so it reflects what this
+    torch build and this machine really do.
+
+    Raises:
+        ValueError: ``name`` is not a known precision (a config error, not a hardware one).
+    """
+    Precision(name, device.type)  # validates the name
+    if name == "fp32":
+        return None
+    if device.type == "cuda":
+        if name == "bf16" and not _cuda_bf16_supported(device):
+            capability = ".".join(str(v) for v in torch.cuda.get_device_capability(device))
+            gpu = torch.cuda.get_device_name(device)
+            return f"bf16 needs a GPU with native bfloat16 (compute capability >= 8.0); {gpu} has {capability}"
+        return None
+    if not _autocast_runs(device, _DTYPES[name]):
+        return f"{name} autocast does not run on device type {device.type!r} with torch {torch.__version__}"
+    return None
+
+
+def _cuda_bf16_supported(device: torch.device) -> bool:
+    with torch.cuda.device(device):
+        try:
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # torch < 2.3 has no including_emulation and never emulates
+            return torch.cuda.is_bf16_supported()
+
+
+def _autocast_runs(device: torch.device, dtype: torch.dtype) -> bool:
+    if not torch.amp.is_autocast_available(device.type):
+        return False
+    try:
+        with torch.autocast(device_type=device.type, dtype=dtype):
+            a = torch.ones(4, 4, device=device)
+            out = a @ a
+        return out.dtype == dtype and bool(torch.isfinite(out.float()).all())
+    except (RuntimeError, TypeError, ValueError):
+        return False

@@ -1,0 +1,77 @@
+"""Handwritten digits: a small MLP on scikit-learn's bundled 8x8 digits.
+
+Data: ``sklearn.datasets.load_digits`` (1,797 images of 8x8 pixels, 10 classes), shipped
+inside the scikit-learn wheel, so nothing is downloaded. Pixels are scaled to [0, 1]. A
+fixed 20% of the images (359) is held out, chosen by ``data_seed`` (default 0) and not by
+the trial's ``seed``, so every trial of a sweep is scored on the same images; the other
+1,438 train.
+
+Model: ``64 -> hidden -> ... -> 10`` with ReLU and optional dropout. With the defaults
+(``hidden=64``, ``depth=1``) it has 4,810 parameters.
+
+Cost: an epoch is 22 steps at batch size 64 and takes about 10 ms on one CPU core (the
+evaluation included); a 20-epoch trial reaches ~96% validation accuracy at ``lr=3e-3``.
+
+Config keys (beside the loop's): ``hidden`` (64), ``depth`` (hidden layers, 1),
+``dropout`` (0.0), ``data_seed`` (0), ``val_fraction`` (0.2). Metric: ``val_accuracy``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from hpsearch.train.workload import Workload, accuracy
+
+__all__ = ["WORKLOAD", "build_model", "build_data"]
+
+DEFAULTS = {"hidden": 64, "depth": 1, "dropout": 0.0, "data_seed": 0, "val_fraction": 0.2}
+
+
+def build_model(config: dict) -> nn.Module:
+    hidden = int(config.get("hidden", DEFAULTS["hidden"]))
+    depth = int(config.get("depth", DEFAULTS["depth"]))
+    dropout = float(config.get("dropout", DEFAULTS["dropout"]))
+    layers: list[nn.Module] = []
+    width = 64
+    for _ in range(depth):
+        layers += [nn.Linear(width, hidden), nn.ReLU()]
+        if dropout > 0:
+            layers.append(nn.Dropout(dropout))
+        width = hidden
+    layers.append(nn.Linear(width, 10))
+    return nn.Sequential(*layers)
+
+
+def build_data(config: dict) -> tuple[TensorDataset, TensorDataset]:
+    data_seed = int(config.get("data_seed", DEFAULTS["data_seed"]))
+    val_fraction = float(config.get("val_fraction", DEFAULTS["val_fraction"]))
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"config.val_fraction: must be in (0, 1) (got {val_fraction})")
+    x, y = _digits()
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(data_seed))
+    n_val = int(round(len(x) * val_fraction))
+    val, tr = order[:n_val], order[n_val:]
+    return TensorDataset(x[tr], y[tr]), TensorDataset(x[val], y[val])
+
+
+@lru_cache(maxsize=1)
+def _digits() -> tuple[torch.Tensor, torch.Tensor]:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = torch.tensor(bunch.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(bunch.target, dtype=torch.long)
+    return x, y
+
+
+WORKLOAD = Workload(
+    build_model=build_model,
+    build_data=build_data,
+    metrics=accuracy,
+    description="MLP (4.8k params) on sklearn's 8x8 digits; ~10 ms per epoch on one CPU core",
+    defaults=DEFAULTS,
+)

@@ -129,11 +129,17 @@ def run_sweep(
 
     from hpsearch.cluster import connect
 
+    where = address or os.environ.get("RAY_ADDRESS") or "a local Ray instance"
+    print(f"connecting to {where}...", file=stream, flush=True)
     conn = connect(address, verbose=verbose)
     try:
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent)
         if dry_run:
             return SweepResult(sweep_dir, "planned", plan)
+        print(f"sweep {name!r} -> {sweep_dir}", file=stream)
+        for line in plan.lines(spec):
+            print("  " + line, file=stream)
+        stream.flush()
         _prepare_dir(sweep_dir, spec)
         manifest = new_manifest(
             name=name, argv=command_line(), seed=spec.search.seed, cluster=conn.resources,
@@ -378,3 +384,38 @@ def resume_sweep(
     finally:
         if conn.started_local:
             conn.close()
+
+
+def list_sweeps(storage: str | os.PathLike = "./runs") -> list[dict[str, Any]]:
+    """One summary dict per sweep directory under ``storage`` (newest first)."""
+    import pandas as pd
+
+    root = Path(storage).expanduser()
+    rows = []
+    for manifest_path in sorted(root.glob(f"*/{MANIFEST_FILE}")):
+        sweep_dir = manifest_path.parent
+        try:
+            manifest = read_manifest(sweep_dir)
+        except (OSError, ValueError):
+            continue
+        try:
+            spec_num = yaml.safe_load((sweep_dir / SPACE_FILE).read_text())["trials"]["num"]
+        except Exception:  # noqa: BLE001 - a listing must not die on one odd directory
+            spec_num = "?"
+        ended, best = 0, None
+        if (sweep_dir / "trials.parquet").exists():
+            df = pd.read_parquet(sweep_dir / "trials.parquet")
+            ended = int((~df["status"].isin(["running", "pending"])).sum())
+            values = df["best_value"].dropna()
+            if len(values):
+                mode = manifest.get("objective", {}).get("mode", "min")
+                best = values.min() if mode == "min" else values.max()
+        metric = manifest.get("objective", {}).get("metric", "")
+        rows.append({
+            "name": sweep_dir.name,
+            "status": manifest.get("status", "?"),
+            "trials": f"{ended}/{spec_num}",
+            "best": f"{metric} {best:.4g}" if best is not None else "-",
+            "started_at": manifest.get("started_at"),
+        })
+    return sorted(rows, key=lambda r: r["started_at"] or "", reverse=True)

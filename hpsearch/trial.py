@@ -19,7 +19,7 @@ import os
 import shutil
 from typing import Any, Callable, Mapping
 
-from hpsearch.cluster import DRIVER_CPU, is_harness_workload, uses_worker_group
+from hpsearch.cluster import DRIVER_RESOURCES, is_harness_workload, uses_worker_group
 from hpsearch.errors import TrainableError
 from hpsearch.space.spec import Objective, Spec
 from hpsearch.trainables import load_trainable
@@ -58,6 +58,21 @@ def sanitize_report(metrics: Mapping[str, Any], objective: Objective) -> dict[st
     return out
 
 
+def format_report(metrics: Mapping[str, Any]) -> str:
+    """One line per report, for ``hpsearch trial``."""
+    keys = ("epoch", "step", "lr", "train_loss", "val_loss", "grad_norm", "samples_per_s")
+    parts = []
+    for key in (*keys, *sorted(k for k in metrics if k.startswith("val_") and k not in keys)):
+        value = metrics.get(key)
+        if value is None:
+            continue
+        parts.append(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}")
+    status = metrics.get("status")
+    if status not in (None, "running"):
+        parts.append(f"[{status}{': ' + str(metrics['reason']) if metrics.get('reason') else ''}]")
+    return "  ".join(parts)
+
+
 def make_trainable(spec: Spec, *, sweep_dir: str) -> Any:
     """The Tune trainable for ``spec``, with the resources its trial must hold."""
     from ray import tune
@@ -67,7 +82,7 @@ def make_trainable(spec: Spec, *, sweep_dir: str) -> Any:
 
     res = spec.resources
     if uses_worker_group(spec):
-        resources: dict[str, float] = {"CPU": DRIVER_CPU}
+        resources: dict[str, float] = dict(DRIVER_RESOURCES)
     else:
         resources = {"CPU": res.cpus_per_worker}
         if res.use_gpu:
@@ -130,10 +145,13 @@ class _TrainSession:
         self.world_rank = ctx.get_world_rank()
         self.world_size = ctx.get_world_size()
         self.local_rank = ctx.get_local_rank()
+        self.echo = False  # print each report (rank 0 of `hpsearch trial --workers N`)
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         import ray.train
 
+        if self.echo:
+            print(format_report(metrics), flush=True)
         checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         ray.train.report(metrics, checkpoint=checkpoint)
         if checkpoint_dir:
@@ -150,7 +168,10 @@ def _harness_worker_loop(payload: dict[str, Any]) -> None:
     """``train_loop_per_worker`` for harness workloads under Ray Train."""
     from hpsearch.train.loop import train
 
-    train(payload["config"], load_trainable(payload["trainable"]), _TrainSession())
+    session = _TrainSession()
+    if payload.get("echo") and session.world_rank == 0:
+        session.echo = True
+    train(payload["config"], load_trainable(payload["trainable"]), session)
 
 
 def _forward_to_tune(objective: Objective) -> Any:
@@ -202,3 +223,68 @@ def _run_train(config: dict[str, Any], trainable: Any, *, spec: Spec, sweep_dir:
             f"{spec.objective.metric!r}; it reported: {names}. Report it with "
             f"ray.train.report({{{spec.objective.metric!r}: ...}}) or change objective.metric."
         )
+
+
+# --- one configuration, no search (`hpsearch trial`) -----------------------------------
+
+
+def run_single(
+    spec: Spec,
+    config: Mapping[str, Any],
+    *,
+    workers: int = 1,
+    checkpoint_root: str | None = None,
+    on_report: Callable[[dict[str, Any]], None] | None = None,
+    address: str | None = None,
+    verbose: bool = False,
+) -> list[dict[str, Any]]:
+    """Train one full config (already through :meth:`Spec.trial_config`); return its reports.
+
+    One harness worker trains in this process: no Ray at all. Several workers, or a raw
+    ``train_loop_per_worker``, run as a Ray Train run on ``address`` or a local Ray.
+    """
+    trainable = load_trainable(spec.trainable)
+    if workers == 1 and is_harness_workload(trainable):
+        from hpsearch.train.loop import train
+        from hpsearch.train.session import LocalSession
+
+        session = LocalSession(root=checkpoint_root, on_report=on_report, keep=spec.checkpoints.keep)
+        train(config, trainable, session)
+        return session.reports
+    return _run_single_on_ray(
+        spec, dict(config), trainable, workers=workers, address=address, verbose=verbose,
+        storage=checkpoint_root,
+    )
+
+
+def _run_single_on_ray(spec, config, trainable, *, workers, address, verbose, storage):
+    import tempfile
+
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from hpsearch.cluster import connect
+
+    res = spec.resources
+    per_worker = {"CPU": res.cpus_per_worker}
+    if res.use_gpu:
+        per_worker["GPU"] = res.gpus_per_worker or 1
+    harness = is_harness_workload(trainable)
+    conn = connect(address, verbose=True)
+    try:
+        trainer = TorchTrainer(
+            _harness_worker_loop if harness else trainable,
+            train_loop_config={"config": config, "trainable": spec.trainable, "echo": True}
+            if harness else config,
+            scaling_config=ScalingConfig(num_workers=workers, use_gpu=res.use_gpu,
+                                         resources_per_worker=per_worker),
+            run_config=RunConfig(
+                name="trial", storage_path=storage or tempfile.mkdtemp(prefix="hpsearch-trial-")
+            ),
+        )
+        result = trainer.fit()
+    finally:
+        if conn.started_local:
+            conn.close()
+    df = result.metrics_dataframe
+    return [] if df is None else df.to_dict("records")

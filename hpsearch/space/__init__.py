@@ -1,5 +1,14 @@
-"""Search-space files: YAML -> validated, frozen :class:`Spec`. Imports neither ray nor torch."""
+"""Search-space files: YAML -> validated, frozen :class:`Spec`. Imports neither ray nor torch.
 
+The format is documented in ``docs/space-format.md``. The entry points are
+:func:`load_space` (a file) and :func:`parse_space` (a mapping); both take ``--set``
+overrides, which :func:`apply_overrides` applies on its own.
+"""
+
+from hpsearch.space._summary import summarize
+from hpsearch.space.duration import format_duration, parse_duration
+from hpsearch.space.load import load_space, parse_space
+from hpsearch.space.overrides import apply_overrides
 from hpsearch.space.spec import (
     PRECISIONS,
     Budget,
@@ -32,4 +41,10 @@ __all__ = [
     "Search",
     "Spec",
     "Trials",
+    "apply_overrides",
+    "format_duration",
+    "load_space",
+    "parse_duration",
+    "parse_space",
+    "summarize",
 ]

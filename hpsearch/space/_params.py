@@ -1,0 +1,420 @@
+"""The ``params`` section: searched parameters, fixed values and conditions.
+
+A parameter is a plain value (fixed: passed to every trial as is) or a mapping with a
+``type``: ``float``, ``int``, ``categorical`` or ``fixed``. A searched parameter may carry
+``when: {other: value}`` to apply only when an earlier categorical (or fixed) parameter
+has one of the given values.
+
+Conditions on a *fixed* parameter are decided here, once: the parameter is kept without
+its condition if the fixed value matches, and dropped otherwise. That is how
+``--set precision=bf16`` switches off ``loss_scale_init: {..., when: {precision: fp16}}``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any, Mapping
+
+from hpsearch.space._schema import (
+    BAD,
+    Report,
+    got,
+    is_scalar,
+    ok,
+    show,
+    suggest,
+)
+from hpsearch.space._yaml import REJECTED, Index
+from hpsearch.space.spec import PRECISIONS, CategoricalParam, Condition, FloatParam, IntParam
+
+__all__ = ["read_params"]
+
+PRECISION = "precision"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_INT_LIMIT = 2**53  # above this, Optuna's float arithmetic loses integers
+_TYPES = ("float", "int", "categorical", "fixed")
+_KEYS = {
+    "float": ("type", "low", "high", "log", "step", "when"),
+    "int": ("type", "low", "high", "log", "step", "when"),
+    "categorical": ("type", "choices", "when"),
+    "fixed": ("type", "value"),
+}
+_ALL_KEYS = tuple(dict.fromkeys(k for keys in _KEYS.values() for k in keys))
+_TYPE_HINTS = {
+    "uniform": "write `type: float`",
+    "double": "write `type: float`",
+    "number": "write `type: float`",
+    "real": "write `type: float`",
+    "loguniform": "write `type: float` with `log: true`",
+    "log_uniform": "write `type: float` with `log: true`",
+    "log": "write `type: float` with `log: true`",
+    "integer": "write `type: int`",
+    "randint": "write `type: int`",
+    "qrandint": "write `type: int` with `step`",
+    "quniform": "write `type: float` with `step`",
+    "choice": "write `type: categorical` with `choices: [...]`",
+    "choices": "write `type: categorical` with `choices: [...]`",
+    "enum": "write `type: categorical` with `choices: [...]`",
+    "str": "write `type: categorical` with `choices: [...]`",
+    "string": "write `type: categorical` with `choices: [...]`",
+    "bool": "write `type: categorical` with `choices: [true, false]`",
+    "boolean": "write `type: categorical` with `choices: [true, false]`",
+    "const": "write the plain value, or `type: fixed` with `value: ...`",
+    "constant": "write the plain value, or `type: fixed` with `value: ...`",
+}
+
+
+@dataclass
+class _Draft:
+    """One entry of ``params`` as read, before conditions are resolved."""
+
+    name: str
+    path: tuple
+    kind: str  # float | int | categorical | fixed | invalid
+    param: Any = None  # FloatParam / IntParam / CategoricalParam, or the fixed value
+    when: Any = None  # the raw `when` mapping
+    condition: Any = None  # Condition, None, or BAD
+
+
+def read_params(value: Any, report: Report, *, present: bool, budget_key: str | None) -> Any:
+    """Read ``params`` into ``(searched params, fixed values)``, or :data:`BAD`."""
+    path = ("params",)
+    if value is None:
+        what = "is missing" if not present else "is null"
+        return report.add(path, "missing", f"required section {what}; add e.g. `params: "
+                          "{lr: {type: float, low: 1.0e-4, high: 0.1, log: true}}`")
+    mapping = report.mapping(value, path, example="{lr: {type: float, low: 1.0e-4, high: 0.1}}")
+    if mapping is BAD:
+        return BAD
+    if not mapping:
+        return report.add(path, "empty", "must define at least one parameter, e.g. "
+                          "`lr: {type: float, low: 1.0e-4, high: 0.1, log: true}`")
+    drafts: list[_Draft] = []
+    for name, definition in mapping.items():
+        param_path = path + (name,)
+        name_ok = _check_name(name, param_path, report, budget_key)
+        draft = _read_definition(name, definition, param_path, report)
+        if not name_ok:
+            draft.kind = "invalid"
+        drafts.append(draft)
+    for index, draft in enumerate(drafts):
+        if draft.when is not None:
+            draft.condition = _read_condition(draft, drafts[:index], drafts[index + 1:], report)
+    if any(d.kind == "invalid" or d.condition is BAD for d in drafts):
+        return BAD
+    return _resolve_conditions(drafts)
+
+
+def _check_name(name: Any, path: tuple, report: Report, budget_key: str | None) -> bool:
+    if not isinstance(name, str) or not _NAME.match(name):
+        hint = ""
+        fixed_name = re.sub(r"\W", "_", name) if isinstance(name, str) else ""
+        if _NAME.match(fixed_name):
+            hint = f"; try `{fixed_name}`"
+        report.add(path, "name", "a parameter name must be an identifier: letters, digits and "
+                   f"`_`, not starting with a digit {got(name)}{hint}")
+        return False
+    if name == budget_key:
+        attr = "epoch" if name == "epochs" else "step"
+        report.add(path, "conflict", f"`{name}` is set for each trial from scheduler.max_t "
+                   f"(time_attr: {attr}); remove it and set scheduler.max_t instead")
+        return False
+    return True
+
+
+def _read_definition(name: Any, definition: Any, path: tuple, report: Report) -> _Draft:
+    draft = _Draft(name=name, path=path, kind="invalid")
+    if definition is REJECTED:
+        return draft
+    if isinstance(definition, Mapping):
+        return _read_searched(draft, definition, report)
+    if isinstance(definition, (list, tuple)):
+        report.add(path, "type", "a list is ambiguous here: write `{type: categorical, choices: "
+                   "[...]}` to search these values, or `{type: fixed, value: [...]}` to pass "
+                   "the list to every trial")
+        return draft
+    if _check_fixed_value(name, definition, path, report):
+        draft.kind, draft.param = "fixed", definition
+    return draft
+
+
+def _check_fixed_value(name: Any, value: Any, path: tuple, report: Report) -> bool:
+    if not is_scalar(value) and not isinstance(value, (list, tuple, Mapping)):
+        report.add(path, "type", f"a fixed value must be a string, number, boolean or null "
+                   f"{got(value)}; quote it to pass it as a string")
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        report.add(path, "range", f"must be a finite number (got {show(value)})")
+        return False
+    if name == PRECISION and value not in PRECISIONS:
+        report.add(path, "choice", f"must be one of {', '.join(PRECISIONS)} {got(value)}")
+        return False
+    return True
+
+
+def _read_searched(draft: _Draft, spec: Mapping, report: Report) -> _Draft:
+    path = draft.path
+    kind = spec.get("type")
+    if kind is REJECTED:
+        return draft
+    if kind is None:
+        report.reject_unknown_keys(spec, path, _ALL_KEYS)
+        report.add(path + ("type",), "missing", f"required key is missing; {_guess_type(spec)}")
+        return draft
+    if kind not in _TYPES or not isinstance(kind, str):
+        report.reject_unknown_keys(spec, path, _ALL_KEYS)
+        hint = _TYPE_HINTS.get(str(kind).lower()) if isinstance(kind, str) else None
+        close = suggest(kind, _TYPES)
+        hint = hint or (f"did you mean `{close}`?" if close else None)
+        report.add(path + ("type",), "choice" if isinstance(kind, str) else "type",
+                   f"must be one of {', '.join(_TYPES)} {got(kind)}"
+                   + (f"; {hint}" if hint else ""))
+        return draft
+    _reject_keys_of_other_types(spec, path, kind, report)
+    if kind == "fixed":
+        if "value" not in spec:
+            report.add(path + ("value",), "missing", "required key is missing for a fixed "
+                       "parameter")
+        elif spec["value"] is not REJECTED and _check_fixed_value(draft.name, spec["value"],
+                                                                  path + ("value",), report):
+            draft.kind, draft.param = "fixed", spec["value"]
+        return draft
+    reader = {"float": _read_float, "int": _read_int, "categorical": _read_categorical}[kind]
+    param = reader(draft.name, spec, path, report)
+    if param is not BAD:
+        draft.kind, draft.param, draft.when = kind, param, spec.get("when")
+    return draft
+
+
+def _guess_type(spec: Mapping) -> str:
+    if "choices" in spec:
+        return "add `type: categorical`"
+    if "value" in spec:
+        return "add `type: fixed`"
+    bounds = [spec.get("low"), spec.get("high")]
+    if any(b is not None for b in bounds):
+        if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+            return "add `type: int` (or `type: float`)"
+        return "add `type: float`"
+    return "one of float, int, categorical, fixed (a plain value needs no mapping)"
+
+
+def _reject_keys_of_other_types(spec: Mapping, path: tuple, kind: str, report: Report) -> None:
+    allowed = _KEYS[kind]
+    for key in spec:
+        if key in _ALL_KEYS and key not in allowed:
+            owners = [t for t, keys in _KEYS.items() if key in keys]
+            report.add(path + (key,), "unknown_key", f"`{key}` does not apply to a {kind} "
+                       f"parameter (it belongs to {' / '.join(owners)}); valid keys: "
+                       + ", ".join(allowed))
+    report.reject_unknown_keys({k: v for k, v in spec.items() if k not in _ALL_KEYS},
+                               path, allowed)
+
+
+def _read_float(name: str, spec: Mapping, path: tuple, report: Report) -> Any:
+    low = report.number(spec, path, "low")
+    high = report.number(spec, path, "high")
+    log = report.flag(spec, path, "log", default=False)
+    step = report.number(spec, path, "step", default=None, above=0)
+    if ok(low, high):
+        if not math.isfinite(high - low):
+            high = report.add(path + ("high",), "range", f"high - low must be a finite number "
+                              f"(got low {show(low)}, high {show(high)})")
+        elif low >= high:
+            high = report.add(path + ("high",), "range", f"must be greater than low "
+                              f"(got high {show(high)}, low {show(low)})")
+    if log is True:
+        if ok(low) and low <= 0:
+            low = report.add(path + ("low",), "range",
+                             f"must be > 0 when log is true (got {show(low)})")
+        if ok(high) and high <= 0:
+            high = report.add(path + ("high",), "range",
+                              f"must be > 0 when log is true (got {show(high)})")
+        if step is not None and ok(step):
+            step = report.add(path + ("step",), "conflict", "cannot be combined with `log: "
+                              "true`; Optuna samples a log scale without steps")
+    elif step is not None and ok(low, high, step):
+        span = high - low
+        if step > span:
+            step = report.add(path + ("step",), "range", f"must be <= high - low "
+                              f"({span:g}) (got {show(step)})")
+        elif not _is_multiple(span=(low, high), step=step):
+            step = report.add(path + ("step",), "range", f"high - low ({span:g}) must be a "
+                              f"multiple of step (got {show(step)})")
+    if not ok(low, high, log, step):
+        return BAD
+    return FloatParam(name=name, low=float(low), high=float(high), log=log,
+                      step=float(step) if step is not None else None)
+
+
+def _is_multiple(*, span: tuple[float, float], step: float) -> bool:
+    low, high = (Decimal(repr(float(x))) for x in span)
+    return (high - low) % Decimal(repr(float(step))) == 0
+
+
+def _read_int(name: str, spec: Mapping, path: tuple, report: Report) -> Any:
+    low = report.integer(spec, path, "low", minimum=-_INT_LIMIT, maximum=_INT_LIMIT)
+    high = report.integer(spec, path, "high", minimum=-_INT_LIMIT, maximum=_INT_LIMIT)
+    log = report.flag(spec, path, "log", default=False)
+    step = report.integer(spec, path, "step", default=1, minimum=1)
+    if ok(low, high) and low >= high:
+        high = report.add(path + ("high",), "range",
+                          f"must be greater than low (got high {high}, low {low})")
+    if log is True:
+        if ok(low) and low < 1:
+            low = report.add(path + ("low",), "range",
+                             f"must be >= 1 when log is true (got {low})")
+        if ok(step) and step != 1:
+            step = report.add(path + ("step",), "conflict", "cannot be combined with `log: "
+                              f"true` (got step {step}); Optuna samples a log scale without "
+                              "steps")
+    elif ok(low, high, step) and step != 1:
+        span = high - low
+        if step > span:
+            step = report.add(path + ("step",), "range",
+                              f"must be <= high - low ({span}) (got {step})")
+        elif span % step:
+            last = low + span // step * step
+            step = report.add(path + ("step",), "range", f"high - low ({span}) must be a "
+                              f"multiple of step (got {step}); the largest value reached would "
+                              f"be {last}, so set high to {last} or {last + step}")
+    if not ok(low, high, log, step):
+        return BAD
+    return IntParam(name=name, low=low, high=high, log=log, step=step)
+
+
+def _read_categorical(name: str, spec: Mapping, path: tuple, report: Report) -> Any:
+    choices = spec.get("choices")
+    choices_path = path + ("choices",)
+    if choices is REJECTED:
+        return BAD
+    if choices is None:
+        what = "is missing" if "choices" not in spec else "is null"
+        return report.add(choices_path, "missing", f"required key {what}; list the values, "
+                          "e.g. `choices: [fp32, bf16]`")
+    if not isinstance(choices, (list, tuple)):
+        hint = f"; write [{show(choices)}]" if is_scalar(choices) else ""
+        return report.add(choices_path, "type", f"expected a list of values {got(choices)}{hint}")
+    if not choices:
+        return report.add(choices_path, "empty", "must list at least one value")
+    valid = True
+    for i, choice in enumerate(choices):
+        if not _check_choice(name, choice, choices, i, choices_path, report):
+            valid = False
+    return CategoricalParam(name=name, choices=tuple(choices)) if valid else BAD
+
+
+def _check_choice(name: str, choice: Any, choices: list, i: int, path: tuple,
+                  report: Report) -> bool:
+    here = path + (Index(i),)
+    if choice is REJECTED:
+        return False
+    if not is_scalar(choice):
+        report.add(here, "type", f"a choice must be a string, number, boolean or null "
+                   f"{got(choice)}")
+        return False
+    if isinstance(choice, float) and not math.isfinite(choice):
+        report.add(here, "range", f"a choice must be a finite number (got {show(choice)})")
+        return False
+    for j in range(i):
+        if choices[j] == choice and is_scalar(choices[j]):
+            if show(choices[j]) == show(choice):
+                message = f"duplicate choice {show(choice)} (same as choices[{j}])"
+            else:
+                message = (f"duplicate choice {show(choice)}: it equals choices[{j}] "
+                           f"({show(choices[j])}) in Python, so Optuna cannot tell them apart")
+            report.add(here, "duplicate", message)
+            return False
+    if name == PRECISION and choice not in PRECISIONS:
+        report.add(here, "choice", f"must be one of {', '.join(PRECISIONS)} {got(choice)}")
+        return False
+    return True
+
+
+def _read_condition(draft: _Draft, earlier: list[_Draft], later: list[_Draft],
+                    report: Report) -> Any:
+    path = draft.path + ("when",)
+    when = report.mapping(draft.when, path, example="{precision: fp16}")
+    if when is BAD:
+        return BAD
+    if len(when) != 1:
+        return report.add(path, "condition", "must name exactly one parameter, as in "
+                          f"`when: {{precision: fp16}}` (got {len(when)})")
+    (ref, values), = when.items()
+    ref_path = path + (ref,)
+    by_name = {d.name: d for d in earlier}
+    if ref == draft.name:
+        return report.add(ref_path, "condition", "a parameter cannot depend on itself")
+    if ref not in by_name:
+        if any(d.name == ref for d in later):
+            return report.add(ref_path, "condition", f"refers to `{ref}`, which is defined "
+                              f"after `{draft.name}`; move `{ref}` above it")
+        close = suggest(ref, [d.name for d in earlier if isinstance(d.name, str)])
+        hint = f"; did you mean `{close}`?" if close else ""
+        return report.add(ref_path, "condition", f"refers to unknown parameter "
+                          f"{show(ref)}{hint}")
+    target = by_name[ref]
+    if target.kind == "invalid":
+        return BAD  # already reported
+    if target.kind in ("float", "int"):
+        return report.add(ref_path, "condition", f"`{ref}` is a {target.kind} parameter; a "
+                          "condition can only test a categorical or fixed parameter")
+    if values is REJECTED:
+        return BAD
+    listed = list(values) if isinstance(values, (list, tuple)) else [values]
+    if not listed:
+        return report.add(ref_path, "empty", "must list at least one value")
+    valid = True
+    for i, value in enumerate(listed):
+        here = ref_path + (Index(i),) if isinstance(values, (list, tuple)) else ref_path
+        if not is_scalar(value):
+            report.add(here, "type", f"expected a value of `{ref}` {got(value)}")
+            valid = False
+        elif (target.kind == "categorical" and value not in target.param.choices
+              and not _narrowed_by_override(target, value, report)):
+            report.add(here, "condition", f"{show(value)} is not one of `{ref}`'s choices "
+                       f"({', '.join(show(c) for c in target.param.choices)})")
+            valid = False
+        elif target.kind == "fixed" and ref == PRECISION and value not in PRECISIONS:
+            report.add(here, "choice", f"must be one of {', '.join(PRECISIONS)} {got(value)}")
+            valid = False
+    return Condition(param=ref, values=tuple(listed)) if valid else BAD
+
+
+def _narrowed_by_override(target: _Draft, value: Any, report: Report) -> bool:
+    """A ``--set`` that narrows the choices may leave a condition that can never hold;
+    that is not a mistake in the file (the parameter is dropped), unless the value could
+    never have been valid (a precision other than fp32/bf16/fp16)."""
+    if target.name == PRECISION and value not in PRECISIONS:
+        return False
+    return report.is_overridden(target.path + ("choices",))
+
+
+def _resolve_conditions(drafts: list[_Draft]) -> tuple[tuple, dict[str, Any]]:
+    fixed: dict[str, Any] = {}
+    searched: list[Any] = []
+    dropped: set[str] = set()
+    for draft in drafts:
+        if draft.kind == "fixed":
+            fixed[draft.name] = draft.param
+            continue
+        condition = draft.condition
+        if condition is not None:
+            target = next(d for d in drafts if d.name == condition.param)
+            if condition.param in dropped or (
+                target.kind == "categorical"
+                and not any(v in target.param.choices for v in condition.values)
+            ):
+                dropped.add(draft.name)
+                continue
+            if condition.param in fixed:
+                if not condition.holds(fixed):
+                    dropped.add(draft.name)
+                    continue
+                condition = None
+        searched.append(replace(draft.param, when=condition))
+    return tuple(searched), fixed
+

@@ -1,0 +1,81 @@
+"""A one-screen, human-readable summary of a validated spec (``hpsearch validate``)."""
+
+from __future__ import annotations
+
+from hpsearch.space._schema import show
+from hpsearch.space.duration import format_duration
+from hpsearch.space.spec import Spec
+
+__all__ = ["summarize"]
+
+
+def summarize(spec: Spec) -> str:
+    """Describe ``spec`` in about twenty lines: parameters, rungs, trials, resources.
+
+    Example:
+        >>> from hpsearch.space import load_space
+        >>> print(summarize(load_space("search_spaces/quickstart.yaml")))  # doctest: +SKIP
+    """
+    from hpsearch.trainables import BUILTINS
+
+    rows: list[tuple[str, str]] = []
+    builtin = " (built-in)" if spec.trainable in BUILTINS else ""
+    rows.append(("trainable", spec.trainable + builtin))
+    goal = "minimize" if spec.objective.mode == "min" else "maximize"
+    rows.append(("objective", f"{goal} {spec.objective.metric}"))
+    lines = [f"{spec.name}" + (f"  ({spec.source})" if spec.source else "")]
+    lines += [f"  {key:<11} {value}" for key, value in rows]
+    lines.append(f"  parameters  {len(spec.params)} searched, {len(spec.fixed)} fixed")
+    width = max([len(p.name) for p in spec.params] + [len(k) for k in spec.fixed] + [4])
+    for p in spec.params:
+        when = ""
+        if p.when is not None:
+            values = " or ".join(v if isinstance(v, str) else show(v) for v in p.when.values)
+            when = f"   only when {p.when.param} is {values}"
+        lines.append(f"    {p.name:<{width}}  {p.describe()}{when}")
+    for key, value in spec.fixed.items():
+        lines.append(f"    {key:<{width}}  {show(value)} (fixed)")
+    lines += [f"  {key:<11} {value}" for key, value in _run_rows(spec)]
+    return "\n".join(lines)
+
+
+def _run_rows(spec: Spec) -> list[tuple[str, str]]:
+    search = spec.search
+    seed = "a random seed" if search.seed is None else f"seed {search.seed}"
+    if search.algorithm == "tpe":
+        algo = f"Optuna TPE, {seed}, first {search.n_startup_trials} trials random"
+    else:
+        algo = f"random sampling, {seed}"
+    rows = [("search", algo), ("scheduler", _describe_scheduler(spec))]
+    trials = spec.trials
+    if trials.max_concurrent == "auto":
+        slots = "max concurrent auto: decided by cluster size at run time"
+    else:
+        slots = f"at most {trials.max_concurrent} at a time"
+    rows.append(("trials", f"{trials.num}, {slots}; up to {trials.max_failures} retries on "
+                           "failure"))
+    res = spec.resources
+    per_trial = ", ".join(f"{n:g} {k}" for k, n in res.per_trial().items())
+    gpus = f" + {res.gpus_per_worker:g} GPU" if res.use_gpu else ""
+    rows.append(("resources", f"{res.workers} worker{'s' if res.workers != 1 else ''} x "
+                              f"({res.cpus_per_worker:g} CPU{gpus}) per trial = {per_trial}"))
+    if spec.budget.time_s is not None:
+        rows.append(("budget", f"{format_duration(spec.budget.time_s)} of wall time "
+                               f"({spec.budget.time_s:g} s)"))
+    rows.append(("storage", spec.storage))
+    ck = spec.checkpoints
+    rows.append(("checkpoints", f"newest {ck.keep} per trial; after the sweep only the "
+                                f"{ck.keep_best_trials} best trials keep theirs"))
+    return rows
+
+
+def _describe_scheduler(spec: Spec) -> str:
+    s = spec.scheduler
+    unit = "epochs" if s.time_attr == "epoch" else "steps"
+    if s.type == "fifo":
+        return f"FIFO: every trial runs {s.max_t} {unit}"
+    rungs = s.rungs()
+    stops = (f"rungs at {unit} " + ", ".join(str(r) for r in rungs)) if rungs else (
+        "no rung before max_t, so ASHA stops no trial early")
+    return (f"ASHA: up to {s.max_t} {unit}, keeps the top 1/{s.reduction_factor} at each "
+            f"rung; {stops}")

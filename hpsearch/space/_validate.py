@@ -1,0 +1,295 @@
+"""Raw mapping -> :class:`Spec`, reporting every problem at once.
+
+Each section has a reader that returns its spec object or :data:`BAD`; all readers run
+even when an earlier one failed, so one run of ``hpsearch validate`` lists every problem.
+The parameters live in :mod:`._params`.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Mapping
+
+from hpsearch.errors import SpaceError
+from hpsearch.space._params import read_params
+from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
+from hpsearch.space._yaml import REJECTED
+from hpsearch.space.duration import parse_duration
+from hpsearch.space.spec import (
+    Budget,
+    Checkpoints,
+    Objective,
+    Resources,
+    Scheduler,
+    Search,
+    Spec,
+    Trials,
+)
+
+__all__ = ["SECTIONS", "sort_issues", "validate"]
+
+#: Top-level sections, in the order the docs list them.
+SECTIONS = (
+    "name", "trainable", "objective", "params", "search", "scheduler", "trials",
+    "resources", "budget", "storage", "checkpoints",
+)
+_EXAMPLES = {
+    "objective": "{metric: val_loss, mode: min}",
+    "params": "{lr: {type: float, low: 1.0e-4, high: 0.1, log: true}}",
+    "search": "{algorithm: tpe, seed: 0}",
+    "scheduler": "{type: asha, max_t: 12, grace_period: 1, reduction_factor: 3}",
+    "trials": "{num: 32, max_concurrent: auto}",
+    "resources": "{workers: 2, use_gpu: false}",
+    "budget": "{time: 8h}",
+    "checkpoints": "{keep: 2, keep_best_trials: 3}",
+    "trainable": "charlm",
+}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SEED_LIMIT = 2**32  # numpy's RandomState, under Optuna's samplers, takes seeds below 2**32
+
+
+def validate(raw: Any, *, report: Report, default_name: str, source: str | None,
+             resolve_trainable: bool = True) -> Spec:
+    """Build a :class:`Spec` from ``raw`` or raise :class:`SpaceError` with every issue.
+
+    Args:
+        raw: The mapping read from YAML (after overrides).
+        report: Collects issues; may already hold some from reading the file.
+        default_name: The sweep name when ``name`` is absent.
+        source: The file the mapping came from, stored on the spec.
+        resolve_trainable: Import ``module:function`` trainables to check they exist.
+    """
+    spec = _read_spec(raw, report, default_name, source, resolve_trainable)
+    if report.issues or spec is BAD:
+        raise SpaceError(sort_issues(report.issues))
+    return spec
+
+
+def sort_issues(issues: list) -> list:
+    """File-wide issues (no line) first, then in the order of the file."""
+    return sorted(issues, key=lambda i: (i.line is not None, i.line or 0))
+
+
+def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
+               resolve_trainable: bool) -> Any:
+    if raw is REJECTED:
+        return BAD
+    if raw is None:
+        return report.add((), "empty", "the space is empty; it needs at least `trainable`, "
+                          "`objective` and `params`")
+    if not isinstance(raw, Mapping):
+        return report.add((), "type", "expected a mapping of sections (name, trainable, "
+                          f"objective, params, ...) at the top level {got(raw)}")
+    report.reject_unknown_keys(raw, (), SECTIONS, what="section")
+    scheduler = _read_scheduler(raw, report)
+    parts = dict(
+        name=_read_name(raw, report, default_name),
+        trainable=_read_trainable(raw, report, resolve_trainable),
+        objective=_read_objective(raw, report),
+        search=_read_search(raw, report),
+        scheduler=scheduler,
+        trials=_read_trials(raw, report),
+        resources=_read_resources(raw, report),
+        budget=_read_budget(raw, report),
+        storage=_read_storage(raw, report),
+        checkpoints=_read_checkpoints(raw, report),
+    )
+    budget_key = None
+    if scheduler is not BAD:
+        budget_key = "epochs" if scheduler.time_attr == "epoch" else "max_steps"
+    params = read_params(raw.get("params"), report, present="params" in raw,
+                         budget_key=budget_key)
+    if not ok(params, *parts.values()):
+        return BAD
+    searched, fixed = params
+    return Spec(params=searched, fixed=fixed, source=source, raw=copy.deepcopy(dict(raw)),
+                **parts)
+
+
+def _read_name(raw: Mapping, report: Report, default: str) -> Any:
+    name = report.text(raw, (), "name", default=default)
+    if name is BAD or name == default:
+        return name
+    if not _NAME.match(name) or len(name) > 100:
+        return report.add(("name",), "name", "must be 1-100 letters, digits, `.`, `_` or `-`, "
+                          f"starting with a letter or digit (it names the sweep's directory) "
+                          f"(got {show(name)})")
+    return name
+
+
+def _read_trainable(raw: Mapping, report: Report, resolve: bool) -> Any:
+    from hpsearch.trainables import check_trainable
+
+    if raw.get("trainable") is None:
+        what = "is missing" if "trainable" not in raw else "is null"
+        return report.add(("trainable",), "missing", f"required section {what}; add e.g. "
+                          "`trainable: charlm` (a built-in) or `trainable: mypkg.train:main`")
+    ref = report.text(raw, (), "trainable")
+    if ref is BAD:
+        return BAD
+    if resolve:
+        problem = check_trainable(ref)
+    else:
+        from hpsearch.trainables import _check_reference_syntax
+
+        problem = _check_reference_syntax(ref)
+    if problem is not None:
+        return report.add(("trainable",), "trainable", problem)
+    return ref
+
+
+def _read_objective(raw: Mapping, report: Report) -> Any:
+    path = ("objective",)
+    section = report.section(raw, "objective", example=_EXAMPLES["objective"], required=True)
+    if section is BAD:
+        return BAD
+    report.reject_unknown_keys(section, path, ("metric", "mode"))
+    metric = report.text(section, path, "metric")
+    mode = report.option(section, path, "mode", ("min", "max"))
+    return Objective(metric=metric, mode=mode) if ok(metric, mode) else BAD
+
+
+def _read_search(raw: Mapping, report: Report) -> Any:
+    path = ("search",)
+    section = report.section(raw, "search", example=_EXAMPLES["search"])
+    if section is BAD:
+        return BAD
+    report.reject_unknown_keys(section, path, ("algorithm", "seed", "n_startup_trials"))
+    algorithm = report.option(section, path, "algorithm", ("tpe", "random"), default="tpe")
+    seed: Any = 0
+    if "seed" in section and section["seed"] is None:
+        seed = None  # null asks for a fresh random seed each run
+    else:
+        seed = report.integer(section, path, "seed", default=0, minimum=0,
+                              maximum=_SEED_LIMIT - 1)
+    startup = report.integer(section, path, "n_startup_trials", default=10, minimum=0)
+    if not ok(algorithm, seed, startup):
+        return BAD
+    return Search(algorithm=algorithm, seed=seed, n_startup_trials=startup)
+
+
+def _read_scheduler(raw: Mapping, report: Report) -> Any:
+    path = ("scheduler",)
+    section = report.section(raw, "scheduler", example=_EXAMPLES["scheduler"])
+    if section is BAD:
+        return BAD
+    report.reject_unknown_keys(
+        section, path, ("type", "time_attr", "max_t", "grace_period", "reduction_factor")
+    )
+    kind = report.option(section, path, "type", ("asha", "fifo"), default="asha")
+    time_attr = report.option(section, path, "time_attr", ("epoch", "step"), default="epoch")
+    max_t = report.integer(section, path, "max_t", default=10, minimum=1)
+    grace = report.integer(section, path, "grace_period", default=1, minimum=1)
+    factor = report.integer(section, path, "reduction_factor", default=3, minimum=2)
+    if kind == "asha" and ok(max_t, grace) and grace > max_t:
+        unit = {"epoch": " epochs", "step": " steps"}.get(time_attr, "")
+        grace = report.add(path + ("grace_period",), "range",
+                           f"must be <= max_t ({max_t}{unit}), the length of a full trial "
+                           f"(got {grace})")
+    if not ok(kind, time_attr, max_t, grace, factor):
+        return BAD
+    return Scheduler(type=kind, time_attr=time_attr, max_t=max_t, grace_period=grace,
+                     reduction_factor=factor)
+
+
+def _read_trials(raw: Mapping, report: Report) -> Any:
+    path = ("trials",)
+    section = report.section(raw, "trials", example=_EXAMPLES["trials"])
+    if section is BAD:
+        return BAD
+    report.reject_unknown_keys(section, path, ("num", "max_concurrent", "max_failures"))
+    num = report.integer(section, path, "num", default=16, minimum=1)
+    failures = report.integer(section, path, "max_failures", default=2, minimum=0)
+    concurrent = section.get("max_concurrent")
+    if concurrent is None:
+        concurrent = "auto"
+    elif concurrent is REJECTED:
+        concurrent = BAD
+    elif isinstance(concurrent, str):
+        if concurrent != "auto":
+            hint = "; did you mean `auto`?" if concurrent.strip().lower() == "auto" else ""
+            concurrent = report.add(path + ("max_concurrent",), "choice",
+                                    f"must be `auto` or an integer >= 1 {got(concurrent)}{hint}")
+    else:
+        concurrent = report.check_integer(concurrent, path + ("max_concurrent",), minimum=1)
+    if not ok(num, failures, concurrent):
+        return BAD
+    return Trials(num=num, max_concurrent=concurrent, max_failures=failures)
+
+
+def _read_resources(raw: Mapping, report: Report) -> Any:
+    path = ("resources",)
+    section = report.section(raw, "resources", example=_EXAMPLES["resources"])
+    if section is BAD:
+        return BAD
+    report.reject_unknown_keys(section, path,
+                               ("workers", "use_gpu", "cpus_per_worker", "gpus_per_worker"))
+    workers = report.integer(section, path, "workers", default=1, minimum=1, maximum=100_000)
+    use_gpu = report.flag(section, path, "use_gpu", default=False)
+    cpus = report.number(section, path, "cpus_per_worker", default=1, above=0)
+    gpus = report.number(section, path, "gpus_per_worker", default=None, minimum=0)
+    if is_number(cpus) and cpus > 1 and cpus != int(cpus):
+        cpus = report.add(path + ("cpus_per_worker",), "range", "must be a whole number when "
+                          f"above 1; Ray splits only single CPUs (got {show(cpus)})")
+    if is_number(gpus) and gpus > 1 and gpus != int(gpus):
+        gpus = report.add(path + ("gpus_per_worker",), "range", "must be a whole number when "
+                          f"above 1; Ray splits only single GPUs (got {show(gpus)})")
+    if use_gpu is False and is_number(gpus) and gpus > 0:
+        gpus = report.add(path + ("gpus_per_worker",), "conflict",
+                          f"GPUs per worker need `use_gpu: true` (got {show(gpus)} "
+                          "with use_gpu false)")
+    if use_gpu is True and gpus == 0:
+        gpus = report.add(path + ("gpus_per_worker",), "conflict",
+                          "must be > 0 with `use_gpu: true` (got 0); set use_gpu: false to "
+                          "train on CPUs")
+    if not ok(workers, use_gpu, cpus, gpus):
+        return BAD
+    if gpus is None:
+        gpus = 1 if use_gpu else 0
+    return Resources(workers=workers, use_gpu=use_gpu, cpus_per_worker=cpus,
+                     gpus_per_worker=gpus)
+
+
+def _read_budget(raw: Mapping, report: Report) -> Any:
+    path = ("budget",)
+    section = report.section(raw, "budget", example=_EXAMPLES["budget"])
+    if section is BAD:
+        return BAD
+    report.reject_unknown_keys(section, path, ("time",))
+    value = section.get("time")
+    if value is None:
+        return Budget()
+    if value is REJECTED:
+        return BAD
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return report.add(path + ("time",), "type",
+                          f"expected a duration such as 8h, 1h30m or 3600 {got(value)}")
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        kind = "format" if isinstance(value, str) else "range"
+        return report.add(path + ("time",), kind, str(exc))
+    if seconds > 365 * 86400:
+        return report.add(path + ("time",), "range",
+                          f"must be at most a year (got {show(value)})")
+    return Budget(time_s=seconds)
+
+
+def _read_storage(raw: Mapping, report: Report) -> Any:
+    storage = report.text(raw, (), "storage", default="./runs")
+    if isinstance(storage, str) and "\x00" in storage:
+        return report.add(("storage",), "format", "must not contain a NUL character")
+    return storage
+
+
+def _read_checkpoints(raw: Mapping, report: Report) -> Any:
+    path = ("checkpoints",)
+    section = report.section(raw, "checkpoints", example=_EXAMPLES["checkpoints"])
+    if section is BAD:
+        return BAD
+    report.reject_unknown_keys(section, path, ("keep", "keep_best_trials"))
+    keep = report.integer(section, path, "keep", default=2, minimum=1)
+    best = report.integer(section, path, "keep_best_trials", default=3, minimum=0)
+    return Checkpoints(keep=keep, keep_best_trials=best) if ok(keep, best) else BAD
+

@@ -12,8 +12,22 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    # space file -> validated spec
     "load_space": "hpsearch.space",
+    "parse_space": "hpsearch.space",
+    "apply_overrides": "hpsearch.space",
     "Spec": "hpsearch.space",
+    # sweeps
+    "run_sweep": "hpsearch.sweep",
+    "resume_sweep": "hpsearch.sweep",
+    "list_sweeps": "hpsearch.sweep",
+    "SweepResult": "hpsearch.sweep",
+    # trial tables, for notebooks
+    "read_trials": "hpsearch.tables",
+    "read_history": "hpsearch.tables",
+    # bring your own model
+    "Workload": "hpsearch.train.workload",
+    # errors
     "HpsearchError": "hpsearch.errors",
     "SpaceError": "hpsearch.errors",
 }

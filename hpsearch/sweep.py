@@ -175,8 +175,8 @@ class _Run:
     """Per-run objects shared by a new sweep and a resumed one."""
 
     def __init__(self, spec: Spec, sweep_dir: Path, *, verbose: bool, stream, resume: bool):
-        from hpsearch.progress import make_progress_callback
-        from hpsearch.tables import TrialRecords, make_callback, read_history, read_trials
+        from hpsearch.callbacks import AllFailedStopper, ProgressCallback, TablesCallback
+        from hpsearch.tables import TrialRecords, read_history, read_trials
 
         self.records = TrialRecords(spec)
         if resume and (sweep_dir / "trials.parquet").exists():
@@ -185,9 +185,9 @@ class _Run:
                 read_history(sweep_dir).to_dict("records"),
             )
         deadline = time.time() + spec.budget.time_s if spec.budget.time_s else None
-        self.tables = make_callback(self.records, str(sweep_dir), deadline=deadline)
-        self.progress = make_progress_callback(self.records, spec, stream=stream)
-        self.stopper = _make_all_failed_stopper(self.records, spec)
+        self.tables = TablesCallback(self.records, str(sweep_dir), deadline=deadline)
+        self.progress = ProgressCallback(self.records, spec, stream=stream)
+        self.stopper = AllFailedStopper(self.records, threshold=min(spec.trials.num, 3))
         self.verbose = verbose
 
     @property
@@ -233,25 +233,6 @@ def _new_tuner(spec: Spec, sweep_dir: Path, plan: Plan, *, verbose: bool, stream
         run_config=_run_config(spec, sweep_dir, run),
     )
     return tuner, run
-
-
-def _make_all_failed_stopper(records, spec: Spec):
-    """Stop the whole sweep once the first trials have all failed: the same bug would
-    fail every later trial, so don't spend the budget finding that out."""
-    from ray.tune.stopper import Stopper
-
-    threshold = min(spec.trials.num, 3)
-
-    class AllFailed(Stopper):
-        def __call__(self, trial_id, result):
-            return False
-
-        def stop_all(self):
-            statuses = [r.get("status") for r in records.trials.values()]
-            ended = [s for s in statuses if s not in ("running", "pending")]
-            return len(ended) >= threshold and all(s == "failed" for s in ended)
-
-    return AllFailed()
 
 
 def _fit(tuner_and_run, spec: Spec, sweep_dir: Path, plan: Plan, manifest: dict) -> SweepResult:

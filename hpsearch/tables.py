@@ -284,49 +284,6 @@ def read_history(path: str | os.PathLike):
     return pd.read_parquet(_table_path(path, HISTORY_FILE))
 
 
-def make_callback(records: TrialRecords, sweep_dir: str, *, interval_s: float = 5.0,
-                  deadline: float | None = None):
-    """The Tune callback that keeps ``records`` current and the tables on disk."""
-    from ray.tune import Callback
-
-    class TrialTables(Callback):
-        def __init__(self) -> None:
-            self.last_write = 0.0
-            self.storage_error: StorageError | None = None
-
-        def _flush(self, force: bool = False) -> None:
-            now = time.monotonic()
-            if not force and now - self.last_write < interval_s:
-                return
-            self.last_write = now
-            try:
-                write_tables(records, sweep_dir)
-            except StorageError as exc:
-                self.storage_error = exc
-
-        def on_trial_start(self, iteration, trials, trial, **info):
-            records.start(trial.trial_id, trial.config)
-
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            records.result(trial.trial_id, result)
-            self._flush()
-
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            expired = deadline is not None and time.time() >= deadline
-            ckpt = trial.checkpoint.path if trial.checkpoint else None
-            records.end(trial.trial_id, checkpoint=ckpt, budget_expired=expired)
-            self._flush(force=True)
-
-        def on_trial_error(self, iteration, trials, trial, **info):
-            records.end(trial.trial_id, errored=True, error=_last_error_line(trial))
-            self._flush(force=True)
-
-        def on_experiment_end(self, trials, **info):
-            self._flush(force=True)
-
-    return TrialTables()
-
-
 def _last_error_line(trial) -> str | None:
     """The exception's last meaningful line from Tune's error file."""
     path = getattr(trial, "error_file", None)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hpsearch.cluster import DRIVER_CPU, plan_slots, trial_demand
+from hpsearch.cluster import plan_slots, trial_demand
 from hpsearch.errors import ClusterError
 from hpsearch.plan import asha_expected_units, make_plan
 from hpsearch.space.spec import (
@@ -26,12 +26,11 @@ def test_one_worker_trials_fill_every_cpu():
     assert plan_slots(make_spec(), {"CPU": 2.0}) == 2
 
 
-def test_multi_worker_trials_count_their_driver_and_workers():
+def test_multi_worker_trials_count_every_worker():
     spec = make_spec(workers=2)
-    assert trial_demand(spec) == {"CPU": 2 + DRIVER_CPU}
-    # 4 CPUs hold one 2-worker trial plus its driver, not two.
-    assert plan_slots(spec, {"CPU": 4.0}) == 1
-    assert plan_slots(spec, {"CPU": 4.1}) == 2
+    assert trial_demand(spec) == {"CPU": 2}
+    assert plan_slots(spec, {"CPU": 2.0}) == 1
+    assert plan_slots(spec, {"CPU": 5.0}) == 2
 
 
 def test_gpu_trials_are_bounded_by_gpus():

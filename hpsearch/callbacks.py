@@ -1,0 +1,159 @@
+"""The Ray Tune callbacks of a sweep: keep the trial tables current and print progress.
+
+Both only feed or read :class:`hpsearch.tables.TrialRecords`; the logic lives in
+``tables.py`` and ``progress.py`` and is tested there without Ray. Tune pickles its
+RunConfig, callbacks included, with the experiment state, so each callback drops what
+cannot be pickled (streams, a live display); a resumed sweep builds fresh ones anyway.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+from typing import TextIO
+
+from ray.tune import Callback
+from ray.tune.stopper import Stopper
+
+from hpsearch.errors import StorageError
+from hpsearch.progress import status_line
+from hpsearch.progress import fmt_value
+from hpsearch.space.spec import Spec
+from hpsearch.tables import TrialRecords, _last_error_line, write_tables
+
+
+class TablesCallback(Callback):
+    """Rewrites ``trials.parquet`` / ``history.parquet`` at most every ``interval_s`` while
+    results arrive, and at once when a trial ends (so no finished trial is ever lost)."""
+
+    def __init__(self, records: TrialRecords, sweep_dir: str, *, interval_s: float = 5.0,
+                 deadline: float | None = None):
+        self.records = records
+        self.sweep_dir = sweep_dir
+        self.interval_s = interval_s
+        self.deadline = deadline
+        self.last_write = 0.0
+        self.storage_error: StorageError | None = None
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_write < self.interval_s:
+            return
+        self.last_write = now
+        try:
+            write_tables(self.records, self.sweep_dir)
+        except StorageError as exc:  # keep going; the driver raises it at the end
+            self.storage_error = exc
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.records.start(trial.trial_id, trial.config)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.records.result(trial.trial_id, result)
+        self.flush()
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        expired = self.deadline is not None and time.time() >= self.deadline
+        ckpt = trial.checkpoint.path if trial.checkpoint else None
+        self.records.end(trial.trial_id, checkpoint=ckpt, budget_expired=expired)
+        self.flush(force=True)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.records.end(trial.trial_id, errored=True, error=_last_error_line(trial))
+        self.flush(force=True)
+
+    def on_experiment_end(self, trials, **info):
+        self.flush(force=True)
+
+
+class ProgressCallback(Callback):
+    """Progress for people. On a terminal: one live line (rich) with counts, the best value
+    and config, elapsed and estimated remaining time. Otherwise (logs of overnight runs):
+    plain timestamped lines, one per trial event and a heartbeat every ``heartbeat_s``."""
+
+    def __init__(self, records: TrialRecords, spec: Spec, *, stream: TextIO | None = None,
+                 heartbeat_s: float = 30.0, live: bool | None = None):
+        self.records = records
+        self.spec = spec
+        self.stream = stream or sys.stdout
+        self.heartbeat_s = heartbeat_s
+        self.t0 = self.last_beat = time.monotonic()
+        self._live = None
+        if self.stream.isatty() if live is None else live:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(self._render(), console=Console(file=self.stream),
+                              refresh_per_second=2)
+            self._live.start()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.update(stream=None, _live=None)
+        return state
+
+    def _render(self):
+        from rich.text import Text
+
+        return Text(status_line(self.records, self.spec, elapsed=time.monotonic() - self.t0))
+
+    def _log(self, message: str) -> None:
+        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+        if self._live is not None:
+            self._live.console.print(f"[dim]{stamp}[/dim] {message}", highlight=False,
+                                     markup=True)
+            self._live.update(self._render())
+        elif self.stream is not None:
+            print(f"{stamp} {message}", file=self.stream, flush=True)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        cfg = ", ".join(f"{k}={fmt_value(v)}" for k, v in trial.config.items())
+        self._log(f"trial {trial.trial_id} started: {cfg}")
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        row = self.records.trials.get(trial.trial_id, {})
+        unit = self.spec.scheduler.time_attr
+        self._log(
+            f"trial {trial.trial_id} {row.get('status', 'ended')} at {unit} "
+            f"{fmt_value(row.get(unit + 's'))}: {self.spec.objective.metric} "
+            f"{fmt_value(row.get('final_value'))} (best {fmt_value(row.get('best_value'))})"
+        )
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        row = self.records.trials.get(trial.trial_id, {})
+        self._log(f"trial {trial.trial_id} failed: {row.get('error') or 'see its error.txt'}")
+
+    def on_step_end(self, iteration, trials, **info):
+        now = time.monotonic()
+        if self._live is not None:
+            self._live.update(self._render())
+        elif now - self.last_beat >= self.heartbeat_s:
+            self.last_beat = now
+            self._log(status_line(self.records, self.spec, elapsed=now - self.t0))
+
+    def on_experiment_end(self, trials, **info):
+        self.close()
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.stop()
+            self._live = None
+
+
+class AllFailedStopper(Stopper):
+    """Stops the whole sweep once its first trials have all failed: the same bug would fail
+    every later trial, so don't spend the budget finding that out."""
+
+    def __init__(self, records: TrialRecords, *, threshold: int):
+        self.records = records
+        self.threshold = threshold
+
+    def __call__(self, trial_id, result):
+        return False
+
+    def stop_all(self) -> bool:
+        ended = [r.get("status") for r in self.records.trials.values()
+                 if r.get("status") not in ("running", "pending")]
+        return len(ended) >= self.threshold and all(s == "failed" for s in ended)

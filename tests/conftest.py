@@ -1,0 +1,61 @@
+"""Shared fixtures. Ray is heavy on 2 cores: one Ray instance serves every in-process Ray
+test, and no test starts a second one while it runs (two instances on one machine break
+Ray Train's placement-group cleaner)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+
+def ray_processes() -> list[str]:
+    """Ray daemons of this machine (raylet, GCS, dashboard)."""
+    out = subprocess.run(["pgrep", "-af", "raylet|gcs_server|ray::|dashboard.py"],
+                         capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "pgrep" not in ln]
+
+
+@pytest.fixture
+def ray_instance():
+    """The shared local Ray instance, started through hpsearch itself on first use."""
+    import ray
+
+    from hpsearch.cluster import connect
+
+    if not ray.is_initialized():
+        connect(None)
+    yield ray
+
+
+@pytest.fixture
+def no_ray_running():
+    """For tests that run `hpsearch` in a subprocess: it starts its own Ray instance."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    _wait_for_no_ray_processes()
+    yield
+
+
+def _wait_for_no_ray_processes(timeout: float = 30.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    left = ray_processes()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = ray_processes()
+    return left
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_ray_left_behind():
+    """After the whole session: no Ray process of ours may survive."""
+    yield
+    import sys
+
+    if "ray" in sys.modules:
+        sys.modules["ray"].shutdown()
+    left = _wait_for_no_ray_processes()
+    assert not left, "Ray processes left after the tests:\n" + "\n".join(left)

@@ -1,0 +1,92 @@
+"""End-to-end sweeps on the shared local Ray instance: real Ray Tune, Ray Train, Optuna and
+torch on the CPU. Slow on 2 cores (trial start-up dominates), so few and meaningful."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import optuna
+import pandas as pd
+import pytest
+
+import hpsearch
+from hpsearch.space import load_space
+from hpsearch.sweep import optuna_storage_url, run_sweep
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def write_space(tmp_path, body: str):
+    path = tmp_path / "space.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+DDP_SPACE = """\
+    name: ddp
+    trainable: digits
+    objective: {metric: val_loss, mode: min}
+    params:
+      lr:        {type: float, low: 1.0e-4, high: 1.0e-1, log: true}
+      precision: {type: categorical, choices: [fp32, bf16]}
+      batch_size: 64
+    search:    {algorithm: tpe, seed: 3, n_startup_trials: 6}
+    scheduler: {type: asha, time_attr: epoch, max_t: 3, grace_period: 1, reduction_factor: 3}
+    trials:    {num: 6, max_concurrent: auto}
+    resources: {workers: 2, cpus_per_worker: 1}
+"""
+
+
+def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
+    tmp_path, ray_instance
+):
+    from ray.tune import ExperimentAnalysis
+    from ray.util import placement_group_table
+
+    spec = load_space(write_space(tmp_path, DDP_SPACE))
+    result = run_sweep(spec, storage=str(tmp_path / "runs"))
+    sweep_dir = result.sweep_dir
+
+    # 2-worker trials on 2 CPUs: one slot, so six trials run in six waves.
+    assert result.plan.slots == 1 and result.status == "finished"
+    trials = hpsearch.read_trials(sweep_dir)
+    history = hpsearch.read_history(sweep_dir)
+    assert len(trials) == 6 and trials.trial_id.is_unique
+    assert set(trials.status) <= {"completed", "stopped_by_asha"}
+    assert (trials.status == "stopped_by_asha").sum() >= 1
+    assert set(trials.precision) == {"fp32", "bf16"}
+    assert (trials.worker_s == 2 * trials.wall_s).all()
+
+    # The tables agree with Tune's own record of the experiment.
+    analysis = ExperimentAnalysis(str(sweep_dir / "tune"))
+    tune_frames = analysis.trial_dataframes
+    assert len(tune_frames) == 6
+    by_id = {t.trial_id: t for t in analysis.trials}
+    for row in trials.itertuples():
+        tune_df = tune_frames[by_id[row.trial_id].path]
+        assert row.final_value == pytest.approx(tune_df["val_loss"].iloc[-1])
+        assert row.best_value == pytest.approx(tune_df["val_loss"].min())
+        assert row.epochs == tune_df["epoch"].iloc[-1]
+        assert row.lr == pytest.approx(by_id[row.trial_id].config["lr"])
+        mine = history[history.trial_id == row.trial_id]
+        assert list(mine.step) == list(tune_df["step"])
+        stopped_early = row.status == "stopped_by_asha"
+        assert (row.epochs < 3) == stopped_early
+    assert not history.duplicated(["trial_id", "step"]).any()
+
+    # Every trial is in the Optuna study, with the value the table holds.
+    study = optuna.load_study(study_name="ddp", storage=optuna_storage_url(sweep_dir))
+    assert len(study.trials) == 6
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    assert sorted(t.value for t in study.trials) == pytest.approx(sorted(trials.final_value))
+
+    # A stopped trial frees its workers: no placement group is left holding resources.
+    groups = placement_group_table().values()
+    assert all(g["state"] == "REMOVED" for g in groups), groups
+    avail = ray_instance.available_resources()
+    assert avail.get("CPU") == ray_instance.cluster_resources()["CPU"]
+
+    manifest = (sweep_dir / "manifest.json").read_text()
+    assert '"status": "finished"' in manifest
+    assert (sweep_dir / "space.yaml").exists()

@@ -34,7 +34,8 @@ def summarize(spec: Spec) -> str:
             when = f"   only when {p.when.param} is {values}"
         lines.append(f"    {p.name:<{width}}  {p.describe()}{when}")
     for key, value in spec.fixed.items():
-        lines.append(f"    {key:<{width}}  {show(value)} (fixed)")
+        text = value if isinstance(value, str) else show(value)
+        lines.append(f"    {key:<{width}}  {text} (fixed)")
     lines += [f"  {key:<11} {value}" for key, value in _run_rows(spec)]
     return "\n".join(lines)
 

@@ -92,6 +92,9 @@ def _check_reference_syntax(ref: object) -> str | None:
         guess = os.path.splitext(module.replace("\\", "/"))[0].strip("./").replace("/", ".")
         return (f"`{module}` is a file path; name the module instead, "
                 f"as in `{guess}:{attr or 'train'}`")
+    if not module or not attr:
+        part = "module before" if not module else "function after"
+        return f"the {part} `:` is missing (expected package.module:function, got `{ref}`)"
     if not _DOTTED.match(module):
         return f"`{module}` is not a module name (expected package.module:function, got `{ref}`)"
     if not _DOTTED.match(attr):

@@ -232,7 +232,10 @@ class Report:
     def flag(self, mapping: Mapping, path: Path, key: str, *, default: bool) -> Any:
         value, present = self._value(mapping, path, key, default)
         if present and not isinstance(value, bool):
-            return self.add(path + (key,), "type", f"expected true or false {got(value)}")
+            hint = ""
+            if isinstance(value, str) and value.lower() in ("yes", "no", "on", "off", "y", "n"):
+                hint = "; write true or false (YAML 1.2 reads yes/no/on/off as strings)"
+            return self.add(path + (key,), "type", f"expected true or false {got(value)}{hint}")
         return value
 
     def text(self, mapping: Mapping, path: Path, key: str, *, default: Any = REQUIRED) -> Any:

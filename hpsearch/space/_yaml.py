@@ -8,7 +8,7 @@ Python values from it by hand, so that it can
 * record the line of every key path (``("params", "lr", "low") -> 6``),
 * report duplicate keys, tags outside the safe core (``!!python/object/apply``, ``!!set``)
   and recursive aliases as issues instead of silently accepting them,
-* resolve numbers as YAML 1.2 does (``1e-4`` is a float; ``1:30`` is a string).
+* resolve scalars as YAML 1.2 does (``1e-4`` is a float; ``1:30`` and ``yes`` are strings).
 
 Nothing here raises on bad input: problems come back as :class:`SpaceIssue` objects.
 """
@@ -72,9 +72,14 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_CORE + "int", _CORE + "float")]
+    first: [(tag, regexp) for tag, regexp in resolvers
+            if tag not in (_CORE + "int", _CORE + "float", _CORE + "bool")]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+# YAML 1.2 booleans only: `yes`, `no`, `on`, `off` stay strings (choices: [on, off] is not
+# [true, false]).
+_Loader.add_implicit_resolver(_CORE + "bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
 _Loader.add_implicit_resolver(_CORE + "int", _INT, list("-+0123456789"))
 _Loader.add_implicit_resolver(_CORE + "float", _FLOAT, list("-+0123456789."))
 

@@ -156,6 +156,7 @@ CASES = [
     ("workers zero", sub("workers: 2", "workers: 0"), "resources.workers", "range"),
     ("workers float", sub("workers: 2", "workers: 2.5"), "resources.workers", "type"),
     ("gpus without use_gpu", sub("gpus_per_worker: 0", "gpus_per_worker: 1"), "resources.gpus_per_worker", "conflict"),
+    ("use_gpu yes", sub("use_gpu: false", "use_gpu: yes"), "resources.use_gpu", "type"),
     ("use_gpu quoted", sub("use_gpu: false", "use_gpu: 'false'"), "resources.use_gpu", "type"),
     ("cpus zero", sub("cpus_per_worker: 1", "cpus_per_worker: 0"), "resources.cpus_per_worker", "range"),
     ("cpus fractional above 1", sub("cpus_per_worker: 1", "cpus_per_worker: 1.5"), "resources.cpus_per_worker", "range"),

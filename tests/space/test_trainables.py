@@ -70,6 +70,8 @@ def test_unresolvable_trainable_is_a_message_not_a_traceback(user_dir, source, r
         ("mypkg.train", "name the function too"),
         ("a-b:main", "not a module name"),
         ("mod:1abc", "not an attribute name"),
+        (":main", "module before `:` is missing"),
+        ("mod:", "function after `:` is missing"),
         (42, "got 42"),
     ],
 )

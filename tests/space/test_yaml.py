@@ -44,7 +44,7 @@ def test_all_problems_are_reported_at_once_in_file_order(write):
         ("1e-4", 1e-4), ("1.0e-4", 1e-4), ("3E2", 300.0), (".5", 0.5), ("1_000", 1000),
         ("0x10", 16), ("-7", -7), ("1:30", "1:30"), ("010", "010"), ("true", True),
         ("null", None), ("[fp32, bf16]", ["fp32", "bf16"]), ("{a: 1}", {"a": 1}),
-        (".inf", float("inf")),
+        (".inf", float("inf")), ("yes", "yes"), ("off", "off"), ("False", False),
     ],
 )
 def test_scalars_resolve_as_yaml_1_2_numbers(text, expected):

@@ -245,7 +245,7 @@ class Report:
         if not isinstance(value, str):
             return self.add(path + (key,), "type", f"expected a string {got(value)}")
         if not value.strip():
-            return self.add(path + (key,), "empty", "must not be empty")
+            return self.add(path + (key,), "empty", f"must not be empty (got {show(value)})")
         return value
 
     def option(self, mapping: Mapping, path: Path, key: str, options: Sequence[str], *,

@@ -64,7 +64,7 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     assert len(tune_frames) == 6
     by_id = {t.trial_id: t for t in analysis.trials}
     for row in trials.itertuples():
-        tune_df = tune_frames[by_id[row.trial_id].path]
+        tune_df = tune_frames[row.trial_id]
         assert row.final_value == pytest.approx(tune_df["val_loss"].iloc[-1])
         assert row.best_value == pytest.approx(tune_df["val_loss"].min())
         assert row.epochs == tune_df["epoch"].iloc[-1]

@@ -65,9 +65,8 @@ from __future__ import annotations
 import math
 import random
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -129,7 +128,6 @@ class HarnessConfig:
     checkpoint_every: int = 1
     num_workers: int = 0
     use_gpu: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "HarnessConfig":
@@ -171,7 +169,6 @@ class HarnessConfig:
             checkpoint_every=_integer(config, "checkpoint_every", 1, low=0),
             num_workers=_integer(config, "num_workers", 0, low=0),
             use_gpu=bool(config.get("use_gpu", False)),
-            extra=dict(config),
         )
 
 
@@ -344,7 +341,7 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
-            loss_sum += loss.detach().float()
+            loss_sum += loss.detach()  # stays on the device: no sync per step
 
             if not report_now:
                 if step % _DIVERGENCE_CHECK_EVERY == 0 and not _all_finite(loss_sum, world_size):
@@ -454,8 +451,10 @@ def _batch_source(device: torch.device, num_workers: int):
         if isinstance(dataset, TensorDataset):
             # Indexing the tensors is one gather per tensor instead of a collate per sample.
             tensors = dataset.tensors
+            if tensors[0].device.type != "cpu":  # a dataset already on the accelerator
+                chunks = [idx.to(tensors[0].device) for idx in chunks]
             for idx in chunks:
-                batch = tuple(t[idx if t.device == idx.device else idx.to(t.device)] for t in tensors)
+                batch = tuple([t[idx] for t in tensors])
                 yield batch if on_cpu else _to_device(batch, device)
         elif hasattr(dataset, "get_batch"):
             for idx in chunks:

@@ -51,7 +51,8 @@ def cross_entropy(model: "nn.Module", batch: Any) -> "tuple[torch.Tensor, torch.
 
     x, y = batch
     logits = model(x)
-    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
+    # Under autocast, cross_entropy runs in fp32 whatever the logits' dtype.
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
     return loss, logits
 
 

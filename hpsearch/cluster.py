@@ -119,6 +119,31 @@ def quiet_ray_output(verbose: bool) -> None:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 
 
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds, not minutes: ``ray.init`` retries an unreachable GCS for a long
+    time before giving up."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if address == "auto":
+        return
+    parts = urlsplit(address if "://" in address else f"gcs://{address}")
+    if not parts.hostname or not parts.port:
+        raise ClusterError(
+            f"cannot parse the Ray address {address!r}: expected HOST:PORT (e.g. "
+            "10.0.0.1:6379), ray://HOST:10001, or auto"
+        )
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ClusterError(
+            f"cannot reach the Ray cluster at {address!r}: {exc.strerror or exc}. "
+            "Start it with `ray up cluster.yaml` (or `ray start --head`), check the address, "
+            "or leave out --address / RAY_ADDRESS to run on a local Ray instance."
+        ) from None
+
+
 def connect(address: str | None = None, *, verbose: bool = False) -> Connection:
     """Connect to the cluster at ``address`` (or ``$RAY_ADDRESS``), else start a local Ray.
 
@@ -145,6 +170,7 @@ def connect(address: str | None = None, *, verbose: bool = False) -> Connection:
         # The dashboard hosts the state API that Ray Train's placement-group cleaner needs.
         ray.init(**kwargs)
         return Connection(None, dict(ray.cluster_resources()), started_local=True)
+    _check_reachable(address)
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:

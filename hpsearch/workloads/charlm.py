@@ -16,8 +16,11 @@ final LayerNorm, output layer tied to the token embedding. Defaults (``n_layer=2
 ``n_embd=64``, ``n_head=4``, ``block_size=64``) give 0.12M parameters.
 
 Cost: with the defaults (``samples_per_epoch=2048``, batch size 64: 32 steps) an epoch
-takes about 3 s on one CPU core. Validation loss starts at ln 256 = 5.5 nats and falls to
-about 2.2 after 5 epochs at ``lr=3e-3``; lr, warmup and precision visibly move it.
+takes about 2 s on one CPU core, evaluation included. Validation loss starts at
+ln 256 = 5.5 nats and falls to about 2.2 after 5 epochs at ``lr=3e-3``; lr and warmup
+move it by tenths of a nat within a few epochs. Precision moves it by thousandths but
+changes the speed: on a CPU, bf16 is slower than fp32 at this size and about twice as
+fast at a few million parameters (``benchmarks/precision_cpu.py``).
 
 Config keys (beside the loop's): ``n_layer`` (2), ``n_embd`` (64), ``n_head`` (4),
 ``block_size`` (64), ``dropout`` (0.0), ``bias`` (True), ``samples_per_epoch`` (2048),
@@ -249,6 +252,6 @@ WORKLOAD = Workload(
     build_model=build_model,
     build_data=build_data,
     metrics=bits_per_byte,
-    description="byte-level GPT (0.12M params) on 1 MB of Python stdlib source; ~3 s per epoch on one CPU core",
+    description="byte-level GPT (0.12M params) on 1 MB of Python stdlib source; ~2 s per epoch on one CPU core",
     defaults=DEFAULTS,
 )

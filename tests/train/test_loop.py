@@ -242,3 +242,21 @@ def test_loop_calls_set_epoch_on_the_training_set_before_each_epoch():
 
     run({"lr": 3e-3, "epochs": 3}, Workload(digits.build_model, build_data))
     assert epochs_seen == [0, 1, 2]
+
+
+@pytest.mark.parametrize(("n", "world_size"), [(1438, 1), (1438, 2), (1439, 2), (100, 3), (7, 4)])
+def test_epoch_batches_follow_distributed_sampler_order(n, world_size):
+    from torch.utils.data import DistributedSampler
+
+    from hpsearch.train.loop import _index_chunks
+
+    dataset = TensorDataset(torch.zeros(n))
+    for rank in range(world_size):
+        sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=5,
+                                     drop_last=True)
+        for epoch in (0, 3):
+            sampler.set_epoch(epoch)
+            expected = list(sampler)
+            chunks = _index_chunks(sampler, 2)
+            got = torch.cat(chunks).tolist() if chunks else []
+            assert got == expected[: len(expected) // 2 * 2]

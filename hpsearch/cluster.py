@@ -117,6 +117,8 @@ def quiet_ray_output(verbose: bool) -> None:
         return
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # legacy reporter, silent at verbose=0
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Its Ctrl-C advice ("Tuner.restore(...)") is for Tune users; hpsearch prints its own.
+    logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:

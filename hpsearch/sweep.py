@@ -305,7 +305,7 @@ class _InterruptSentinel:
     def __exit__(self, *exc):
         if self._previous is None:
             return False
-        if signal.getsignal(signal.SIGINT) is self._handler:
+        if signal.getsignal(signal.SIGINT) == self._handler:  # bound methods: == not is
             self.fired = True
         signal.signal(signal.SIGINT, self._previous)
         return False

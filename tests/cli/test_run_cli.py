@@ -1,0 +1,141 @@
+"""``hpsearch run`` / ``resume`` / ``ls`` / ``trial`` as a user runs them: real subprocesses,
+each with its own local Ray instance (the shared one is shut down first)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+import hpsearch
+
+REPO = Path(__file__).parents[2]
+QUICKSTART = str(REPO / "search_spaces" / "quickstart.yaml")
+
+
+def hpsearch_cmd(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hpsearch", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def test_dry_run_prints_the_plan_without_starting_ray(tmp_path):
+    result = hpsearch_cmd("run", QUICKSTART, "--dry-run", cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "dry run: no trial started" in result.stdout
+    assert "rungs at epochs 1, 3" in result.stdout
+    assert "worst case" in result.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unreachable_cluster_is_one_clear_error(tmp_path):
+    result = hpsearch_cmd("run", QUICKSTART, "--address", "127.0.0.1:1", cwd=tmp_path,
+                          timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: cannot reach the Ray cluster at '127.0.0.1:1'")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_quickstart_sweep_from_the_command_line(tmp_path, no_ray_running):
+    result = hpsearch_cmd("run", QUICKSTART, "--trials", "5", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    sweep = tmp_path / "runs" / "quickstart"
+    trials = hpsearch.read_trials(sweep)
+    assert len(trials) == 5 and set(trials.status) <= {"completed", "stopped_by_asha"}
+    out = result.stdout
+    assert "sweep quickstart: finished" in out
+    assert "rerun it:  hpsearch trial" in out and "--set lr=" in out
+    assert "Configuration for experiment" not in out  # Ray's own tables stay out by default
+    study = optuna.load_study(study_name="quickstart",
+                              storage=f"sqlite:///{sweep / 'optuna.db'}")
+    assert len(study.trials) == 5
+
+    # The same name again is refused, pointing at resume.
+    again = hpsearch_cmd("run", QUICKSTART, cwd=tmp_path, timeout=120)
+    assert again.returncode == 2 and "hpsearch resume quickstart" in again.stderr
+
+    listing = hpsearch_cmd("ls", cwd=tmp_path, timeout=120)
+    assert listing.returncode == 0
+    assert "quickstart" in listing.stdout and "finished" in listing.stdout
+    assert "5/5" in listing.stdout
+
+    # The printed rerun command works and reproduces the best trial's parameters.
+    rerun = next(ln for ln in out.splitlines() if ln.startswith("rerun it:"))
+    args = rerun.split("hpsearch ", 1)[1].split() + ["--output", str(tmp_path / "one")]
+    single = hpsearch_cmd(*args, cwd=tmp_path)
+    assert single.returncode == 0, single.stderr
+    history = hpsearch.read_history(tmp_path / "one")
+    assert list(history.epoch) == list(range(1, 7))
+    assert {"lr", "val_loss", "train_loss", "grad_norm", "samples_per_s"} <= set(history)
+
+
+SLOW_SPACE = """\
+    name: slow
+    trainable: digits
+    objective: {metric: val_loss, mode: min}
+    params:
+      lr: {type: float, low: 1.0e-3, high: 3.0e-2, log: true}
+      batch_size: 16
+    search: {algorithm: random, seed: 1}
+    scheduler: {type: fifo, time_attr: epoch, max_t: 12}
+    trials: {num: 6, max_concurrent: 2}
+    resources: {workers: 1}
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, no_ray_running):
+    space = tmp_path / "slow.yaml"
+    space.write_text(textwrap.dedent(SLOW_SPACE))
+    sweep = tmp_path / "runs" / "slow"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch", "run", str(space)], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        done_before = None
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            if (sweep / "trials.parquet").exists():
+                df = hpsearch.read_trials(sweep)
+                if (df.status == "completed").sum() >= 1 and (df.status == "running").any():
+                    done_before = df[df.status == "completed"].set_index("trial_id")
+                    break
+        assert done_before is not None, "no trial completed in time"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out + err
+    assert "hpsearch resume slow" in err and "Traceback" not in err
+    interrupted = hpsearch.read_trials(sweep)
+    assert len(interrupted) < 6
+
+    resumed = hpsearch_cmd("resume", "slow", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    trials = hpsearch.read_trials(sweep).set_index("trial_id")
+    assert len(trials) == 6 and trials.index.is_unique
+    assert (trials.status == "completed").all()
+    for tid, row in done_before.iterrows():  # finished before Ctrl-C: kept, not rerun
+        assert trials.loc[tid, "final_value"] == row.final_value
+        assert trials.loc[tid, "ended_at"] == row.ended_at
+    history = hpsearch.read_history(sweep)
+    assert not history.duplicated(["trial_id", "step"]).any()
+    for _, steps in history.groupby("trial_id").step:
+        assert steps.is_monotonic_increasing
+    study = optuna.load_study(study_name="slow", storage=f"sqlite:///{sweep / 'optuna.db'}")
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 6

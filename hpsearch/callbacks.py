@@ -34,6 +34,7 @@ class TablesCallback(Callback):
         self.interval_s = interval_s
         self.deadline = deadline
         self.last_write = 0.0
+        self.written_version = -1
         self.storage_error: StorageError | None = None
 
     def flush(self, force: bool = False) -> None:
@@ -41,8 +42,10 @@ class TablesCallback(Callback):
         if not force and now - self.last_write < self.interval_s:
             return
         self.last_write = now
+        version = self.records.version
         try:
             write_tables(self.records, self.sweep_dir)
+            self.written_version = version
         except StorageError as exc:  # keep going; the driver raises it at the end
             self.storage_error = exc
 
@@ -62,6 +65,12 @@ class TablesCallback(Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         self.records.end(trial.trial_id, errored=True, error=_last_error_line(trial))
         self.flush(force=True)
+
+    def on_step_end(self, iteration, trials, **info):
+        # A result that arrived within interval_s of the last write is written here, not
+        # whenever the next event happens to come.
+        if self.records.version != self.written_version:
+            self.flush()
 
     def on_experiment_end(self, trials, **info):
         self.flush(force=True)

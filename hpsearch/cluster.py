@@ -172,6 +172,13 @@ def connect(address: str | None = None, *, verbose: bool = False) -> Connection:
         # The dashboard hosts the state API that Ray Train's placement-group cleaner needs.
         ray.init(**kwargs)
         return Connection(None, dict(ray.cluster_resources()), started_local=True)
+    if address.startswith("ray://"):
+        raise ClusterError(
+            f"Ray Client addresses ({address}) are not supported: Tune would run the sweep "
+            "driver remotely while the tables are written here. Run hpsearch on the cluster: "
+            "`ray job submit --address http://HEAD:8265 --working-dir . -- hpsearch run "
+            "SPACE.yaml`, or on the head node with --address auto (docs/cluster.md)."
+        )
     _check_reachable(address)
     try:
         ray.init(address=address, **kwargs)

@@ -1,13 +1,13 @@
 """Trial tables: Tune results -> ``trials.parquet`` and ``history.parquet``.
 
-:class:`TrialTables` is a Ray Tune callback living in the sweep driver. Its state is plain
-data keyed by trial id; it rewrites both tables atomically (write a temporary file, then
-``os.replace``) at a bounded interval and whenever a trial ends, so a notebook can read
-them at any moment of a sweep and a finished trial's row is on disk as soon as it ends.
+:class:`TrialRecords` holds plain per-trial state keyed by trial id. The Tune callback
+:class:`hpsearch.callbacks.TablesCallback` feeds it in the sweep driver and rewrites both
+tables atomically (write a temporary file, then ``os.replace``) at a bounded interval and
+whenever a trial ends, so a notebook can read them at any moment of a sweep and a
+finished trial's row is on disk as soon as it ends.
 
-Readers (:func:`read_trials`, :func:`read_history`) import only pandas; the callback
-imports Ray lazily through its base class. The schema is documented in
-``docs/trial-tables.md``.
+Readers (:func:`read_trials`, :func:`read_history`) import only pandas. The schema is
+documented in ``docs/trial-tables.md``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from hpsearch.errors import StorageError, SweepNotFoundError
-from hpsearch.space.spec import Spec
+from hpsearch.space.spec import TRIAL_COLUMNS, Spec
 
 TRIALS_FILE = "trials.parquet"
 HISTORY_FILE = "history.parquet"
@@ -93,15 +93,18 @@ class TrialRecords:
         self.spec = spec
         self.trials: dict[str, dict[str, Any]] = {}
         self.history: list[dict[str, Any]] = []
+        self.version = 0  # bumped on every change, so writers know what is unsaved
         self._seen_steps: set[tuple[str, Any]] = set()
 
     def start(self, trial_id: str, params: Mapping[str, Any]) -> None:
+        self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": "running"})
         row.update({p.name: params.get(p.name) for p in self.spec.params})
         row["status"] = "running"
         row.setdefault("started_at", time.time())
 
     def result(self, trial_id: str, result: Mapping[str, Any]) -> None:
+        self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": "running"})
         hist = history_row(trial_id, result)
         key = (trial_id, hist.get("step"))
@@ -133,6 +136,7 @@ class TrialRecords:
         checkpoint: str | None = None,
         budget_expired: bool = False,
     ) -> None:
+        self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id})
         row["status"] = final_status(
             row.get("last"), spec=self.spec, errored=errored, budget_expired=budget_expired
@@ -145,6 +149,7 @@ class TrialRecords:
 
     def load(self, trials: Iterable[Mapping[str, Any]], history: Iterable[Mapping[str, Any]]):
         """Seed from tables written earlier (resume)."""
+        self.version += 1
         for row in trials:
             self.trials[row["trial_id"]] = {k: v for k, v in row.items() if not _is_nan(v)}
         for row in history:
@@ -164,12 +169,8 @@ class TrialRecords:
         import pandas as pd
 
         res = self.spec.resources
-        columns = [
-            "trial_id", "status", *[p.name for p in self.spec.params], "final_value",
-            "best_value", "best_step", "best_epoch", "steps", "epochs", "wall_s",
-            "worker_s", "gpu_s", "precision_used", "checkpoint", "error", "started_at",
-            "ended_at",
-        ]
+        params = [p.name for p in self.spec.params if p.name not in TRIAL_COLUMNS]
+        columns = ["trial_id", "status", *params, *TRIAL_COLUMNS[2:]]
         rows = []
         for row in self.trials.values():
             out = {c: row.get(c) for c in columns}
@@ -190,6 +191,19 @@ class TrialRecords:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
         for col in ("best_epoch", "epochs"):
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+        # Fixed types, so a column that is empty in this sweep (no error yet, a conditional
+        # parameter never sampled) has the same Arrow type as in every other sweep.
+        for col in ("trial_id", "status", "precision_used", "checkpoint", "error"):
+            df[col] = df[col].astype("string")
+        for p in self.spec.params:
+            if p.name not in params:
+                continue
+            if p.type == "float":
+                df[p.name] = pd.to_numeric(df[p.name], errors="coerce").astype("float64")
+            elif p.type == "int":
+                df[p.name] = pd.to_numeric(df[p.name], errors="coerce").astype("Int64")
+            elif all(isinstance(c, str) for c in p.choices):
+                df[p.name] = df[p.name].astype("string")
         return _arrow_safe(df)
 
     def history_frame(self):

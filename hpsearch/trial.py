@@ -98,10 +98,29 @@ def run_trial(sampled: Mapping[str, Any], *, spec: Spec, sweep_dir: str) -> None
     if not uses_worker_group(spec):
         from hpsearch.train.loop import train
 
+        require_cuda_if_asked(config)
         _limit_threads(spec.resources.cpus_per_worker)
         train(config, trainable, _TuneSession(spec.objective))
         return
     _run_train(config, trainable, spec=spec, sweep_dir=sweep_dir)
+
+
+def require_cuda_if_asked(config: Mapping[str, Any]) -> None:
+    """``use_gpu: true`` with a CPU build of torch (or no visible GPU) would train on the
+    CPU while holding the GPUs: refuse instead."""
+    if not config.get("use_gpu"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        import socket
+
+        build = torch.__version__
+        raise TrainableError(
+            f"resources.use_gpu is true but torch {build} sees no CUDA device on "
+            f"{socket.gethostname()}. Install a CUDA build of torch on every node, or set "
+            "use_gpu: false."
+        )
 
 
 def _limit_threads(cpus: float) -> None:
@@ -168,6 +187,7 @@ def _harness_worker_loop(payload: dict[str, Any]) -> None:
     """``train_loop_per_worker`` for harness workloads under Ray Train."""
     from hpsearch.train.loop import train
 
+    require_cuda_if_asked(payload["config"])
     session = _TrainSession()
     if payload.get("echo") and session.world_rank == 0:
         session.echo = True

@@ -28,7 +28,7 @@ from hpsearch.space._schema import (
     suggest,
 )
 from hpsearch.space._yaml import REJECTED, Index
-from hpsearch.space.spec import PRECISIONS, CategoricalParam, Condition, FloatParam, IntParam
+from hpsearch.space.spec import PRECISIONS, TRIAL_COLUMNS, CategoricalParam, Condition, FloatParam, IntParam
 
 __all__ = ["read_params"]
 
@@ -121,6 +121,10 @@ def _check_name(name: Any, path: tuple, report: Report, budget_key: str | None) 
         attr = "epoch" if name == "epochs" else "step"
         report.add(path, "conflict", f"`{name}` is set for each trial from scheduler.max_t "
                    f"(time_attr: {attr}); remove it and set scheduler.max_t instead")
+        return False
+    if name in TRIAL_COLUMNS and name not in ("epochs", "steps"):  # budgets may be fixed
+        report.add(path, "conflict", f"`{name}` is a column of the trial table "
+                   "(docs/trial-tables.md); rename the parameter")
         return False
     return True
 

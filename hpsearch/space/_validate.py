@@ -280,6 +280,10 @@ def _read_storage(raw: Mapping, report: Report) -> Any:
     storage = report.text(raw, (), "storage", default="./runs")
     if isinstance(storage, str) and "\x00" in storage:
         return report.add(("storage",), "format", "must not contain a NUL character")
+    if isinstance(storage, str) and "://" in storage:
+        return report.add(("storage",), "format",
+                          "must be a filesystem path; object-store URIs are not supported yet. "
+                          f"On a multi-node cluster use a path every node mounts (NFS) {got(storage)}")
     return storage
 
 

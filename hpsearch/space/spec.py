@@ -12,6 +12,13 @@ from typing import Any, Literal, Mapping, Union
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
+#: Columns of ``trials.parquet`` besides the parameters; no parameter may take these names.
+TRIAL_COLUMNS = (
+    "trial_id", "status", "final_value", "best_value", "best_step", "best_epoch", "steps",
+    "epochs", "wall_s", "worker_s", "gpu_s", "precision_used", "checkpoint", "error",
+    "started_at", "ended_at",
+)
+
 
 @dataclass(frozen=True)
 class Condition:

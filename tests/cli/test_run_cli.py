@@ -36,11 +36,18 @@ def test_dry_run_prints_the_plan_without_starting_ray(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_unreachable_cluster_is_one_clear_error(tmp_path):
-    result = hpsearch_cmd("run", QUICKSTART, "--address", "127.0.0.1:1", cwd=tmp_path,
-                          timeout=300)
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("127.0.0.1:1", "error: cannot reach the Ray cluster at '127.0.0.1:1'"),
+        ("no-port", "error: cannot parse the Ray address 'no-port'"),
+        ("ray://127.0.0.1:10001", "error: Ray Client addresses (ray://127.0.0.1:10001) are not"),
+    ],
+)
+def test_unusable_address_is_one_clear_error(tmp_path, address, message):
+    result = hpsearch_cmd("run", QUICKSTART, "--address", address, cwd=tmp_path, timeout=120)
     assert result.returncode == 2
-    assert result.stderr.startswith("error: cannot reach the Ray cluster at '127.0.0.1:1'")
+    assert result.stderr.startswith(message), result.stderr
     assert "Traceback" not in result.stderr
 
 

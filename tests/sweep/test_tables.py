@@ -87,6 +87,23 @@ def test_tables_round_trip_through_parquet(tmp_path):
     assert pq.read_schema(tmp_path / "trials.parquet").field("steps").type == "int64"
 
 
+def test_empty_columns_keep_their_types(tmp_path):
+    import pyarrow.parquet as pq
+
+    from hpsearch.space.spec import Condition
+
+    spec = make_spec()
+    spec = type(spec)(**{**spec.__dict__, "params": spec.params + (
+        FloatParam("loss_scale_init", 1.0, 2.0, when=Condition("precision", ("fp16",))),)})
+    records = TrialRecords(spec)
+    feed(records, "a", [0.9])
+    write_tables(records, tmp_path)
+    schema = pq.read_schema(tmp_path / "trials.parquet")
+    assert str(schema.field("error").type) in ("string", "large_string")
+    assert str(schema.field("loss_scale_init").type) == "double"
+    assert schema.field("precision").type == schema.field("error").type
+
+
 def test_resumed_records_continue_from_written_tables(tmp_path):
     records = TrialRecords(make_spec())
     feed(records, "a", [0.9, 0.5])

@@ -11,10 +11,15 @@ import pytest
 
 
 def ray_processes() -> list[str]:
-    """Ray daemons of this machine (raylet, GCS, dashboard)."""
+    """Ray daemons of this machine (raylet, GCS, dashboard) not running before the tests."""
     out = subprocess.run(["pgrep", "-af", "raylet|gcs_server|ray::|dashboard.py"],
                          capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if "pgrep" not in ln]
+    return [ln for ln in out.splitlines()
+            if "pgrep" not in ln and ln.split()[0] not in _BEFORE_TESTS]
+
+
+_BEFORE_TESTS: set[str] = set()
+_BEFORE_TESTS.update(ln.split()[0] for ln in ray_processes())
 
 
 @pytest.fixture

@@ -345,15 +345,16 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
 
             if not report_now:
                 if step % _DIVERGENCE_CHECK_EVERY == 0 and not _all_finite(loss_sum, world_size):
+                    train_loss = _global_mean(loss_sum, steps_since_report, world_size)
                     return _diverge(session, step, epoch, batch_in_epoch, steps_per_epoch, cfg, lr, optimizer,
-                                    scaler, math.nan)
+                                    scaler, train_loss, metrics)
                 continue
 
             train_loss = _global_mean(loss_sum, steps_since_report, world_size)  # syncs the device
             elapsed = time.perf_counter() - started
             if not math.isfinite(train_loss):
                 return _diverge(session, step, epoch, batch_in_epoch, steps_per_epoch, cfg, lr, optimizer,
-                                scaler, train_loss)
+                                scaler, train_loss, metrics)
             done = step >= total_steps
             metrics = report(
                 "completed" if done else "running",
@@ -375,11 +376,13 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
 
 def _diverge(session: Session, step: int, epoch: int, batch_in_epoch: int, steps_per_epoch: int,
              cfg: HarnessConfig, lr: float, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-             train_loss: float) -> TrainResult:
+             train_loss: float, previous: Mapping[str, Any]) -> TrainResult:
     done = _epochs_done(epoch, batch_in_epoch, steps_per_epoch)
     reason = f"training loss became non-finite ({train_loss}) by step {step}"
     metrics = _final_metrics(step, done, cfg, "diverged", reason)
     metrics.update(lr=lr, train_loss=train_loss, skipped_steps=_skipped_steps(step, optimizer, scaler))
+    # The workload's metrics keep their columns, as NaN: the weights are no longer meaningful.
+    metrics.update({k: math.nan for k in previous if k.startswith("val_") and k not in metrics})
     session.report(metrics)
     return TrainResult("diverged", step, done, metrics, reason)
 

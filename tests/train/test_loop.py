@@ -95,18 +95,21 @@ def test_nonfinite_loss_ends_the_trial_with_one_diverged_report():
 
     def loss_that_blows_up_at_step_25(model, batch):
         x, y = batch
-        loss = nn.functional.cross_entropy(model(x), y)
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits, y)
         if model.training:
             training_steps.append(1)
             if len(training_steps) >= 25:
-                return loss * math.inf
-        return loss
+                return loss * math.inf, logits
+        return loss, logits
 
-    workload = Workload(digits.build_model, digits.build_data, loss=loss_that_blows_up_at_step_25)
+    workload = Workload(digits.build_model, digits.build_data, loss=loss_that_blows_up_at_step_25,
+                        metrics=digits.WORKLOAD.metrics)
     result, reports = run({"lr": 3e-3, "epochs": 5}, workload)
     assert [r["status"] for r in reports] == ["running", "diverged"]
     last = reports[-1]
     assert math.isnan(last["val_loss"]) and not math.isfinite(last["train_loss"])
+    assert math.isnan(last["val_accuracy"])  # the metric's column survives, as NaN
     assert "non-finite" in last["reason"]
     assert result.status == "diverged" and result.reason == last["reason"]
     assert 25 <= result.step < 44  # caught between reports, not only at the next one

@@ -147,12 +147,23 @@ def run_sweep(
                                              "mode": spec.objective.mode},
         )
         manifest["plan"] = {"slots": plan.slots, "rungs": list(plan.rungs)}
+        _record_driver(manifest, conn)
         write_manifest(sweep_dir, manifest)
         tuner = _new_tuner(spec, sweep_dir, plan, verbose=verbose, stream=stream)
         return _fit(tuner, spec, sweep_dir, plan, manifest)
     finally:
         if conn.started_local:
             conn.close()
+
+
+def _record_driver(manifest: dict, conn) -> None:
+    """Who runs this sweep, so a later `resume` can tell a dead driver's orphaned local Ray
+    instance from a live sweep."""
+    from hpsearch.recovery import local_ray_processes
+
+    run = manifest["runs"][-1]
+    run["driver_pid"] = os.getpid()
+    run["local_ray_pids"] = local_ray_processes() if conn.started_local else []
 
 
 def _prepare_dir(sweep_dir: Path, spec: Spec) -> None:
@@ -275,6 +286,10 @@ def _fit(tuner_and_run, spec: Spec, sweep_dir: Path, plan: Plan, manifest: dict)
         raise run.tables.storage_error
     best = best_trial(run.records, spec)
     result = SweepResult(sweep_dir, status, plan, best=best, counts=counts)
+    if status in ("finished", "no_trial_completed", "all_failed"):
+        from hpsearch.recovery import fail_orphaned_optuna_trials
+
+        fail_orphaned_optuna_trials(optuna_storage_url(sweep_dir), sweep_dir.name)
     if status == "interrupted":
         raise Interrupted(
             f"interrupted: the tables in {sweep_dir} are up to date. "
@@ -342,8 +357,21 @@ def resume_sweep(
             f"no sweep named {name!r} in {sweep_dir.parent}; `hpsearch ls --storage DIR` "
             "lists the sweeps there"
         )
+    from hpsearch.recovery import pid_alive, replay_asha_rungs, stop_orphaned_local_ray
+
     spec = load_space(sweep_dir / SPACE_FILE)
     manifest = read_manifest(sweep_dir)
+    last = (manifest.get("runs") or [{}])[-1]
+    if manifest.get("status") == "running" and pid_alive(last.get("driver_pid")) and \
+            last.get("driver_pid") != os.getpid():
+        raise SweepExistsError(
+            f"sweep {name!r} is still running (driver pid {last['driver_pid']}); stop it "
+            "with Ctrl-C (or kill that pid) before resuming"
+        )
+    stopped = stop_orphaned_local_ray(manifest)
+    if stopped:
+        print(f"stopped {len(stopped)} Ray process(es) orphaned by the killed driver",
+              file=stream)
     conn = connect(address, verbose=verbose)
     try:
         if not tune.Tuner.can_restore(str(tune_dir)):
@@ -361,10 +389,14 @@ def resume_sweep(
             restart_errored=False,
         )
         # Restore keeps the pickled RunConfig; callbacks are ours, fresh.
-        tuner._local_tuner._run_config.callbacks = run.callbacks
-        tuner._local_tuner._run_config.stop = run.stopper
+        internal = tuner._local_tuner
+        internal._run_config.callbacks = run.callbacks
+        internal._run_config.stop = run.stopper
+        if spec.scheduler.type == "asha":
+            replay_asha_rungs(internal._tune_config.scheduler, run.records.history, spec)
         manifest["status"] = "running"
         manifest.setdefault("runs", []).append({"command": command_line(), "started_at": now_iso()})
+        _record_driver(manifest, conn)
         write_manifest(sweep_dir, manifest)
         return _fit((tuner, run), spec, sweep_dir, plan, manifest)
     finally:

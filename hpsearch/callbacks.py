@@ -18,6 +18,7 @@ from ray.tune.stopper import Stopper
 
 from hpsearch.errors import StorageError
 from hpsearch.progress import status_line
+from hpsearch.retention import prune_checkpoints
 from hpsearch.progress import fmt_value
 from hpsearch.space.spec import Spec
 from hpsearch.tables import TrialRecords, _last_error_line, write_tables
@@ -49,6 +50,12 @@ class TablesCallback(Callback):
         except StorageError as exc:  # keep going; the driver raises it at the end
             self.storage_error = exc
 
+    def _prune(self) -> None:
+        try:
+            prune_checkpoints(self.records, self.sweep_dir, self.records.spec)
+        except OSError:  # a checkpoint we cannot delete must not stop the sweep
+            pass
+
     def on_trial_start(self, iteration, trials, trial, **info):
         self.records.start(trial.trial_id, trial.config)
 
@@ -60,10 +67,12 @@ class TablesCallback(Callback):
         expired = self.deadline is not None and time.time() >= self.deadline
         ckpt = trial.checkpoint.path if trial.checkpoint else None
         self.records.end(trial.trial_id, checkpoint=ckpt, budget_expired=expired)
+        self._prune()
         self.flush(force=True)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.records.end(trial.trial_id, errored=True, error=_last_error_line(trial))
+        self._prune()
         self.flush(force=True)
 
     def on_step_end(self, iteration, trials, **info):

@@ -87,6 +87,15 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     avail = ray_instance.available_resources()
     assert avail.get("CPU") == ray_instance.cluster_resources()["CPU"]
 
+    # Bounded disk: once every trial has ended, only the 3 best keep (at most 2) checkpoints.
+    from hpsearch.retention import checkpoint_dirs
+
+    with_checkpoints = {t for t in trials.trial_id if checkpoint_dirs(sweep_dir, t)}
+    best3 = set(trials.nsmallest(3, "best_value").trial_id)
+    assert with_checkpoints == best3
+    assert all(len(checkpoint_dirs(sweep_dir, t)) <= 2 for t in best3)
+    assert trials.set_index("trial_id").checkpoint.drop(list(best3)).isna().all()
+
     manifest = (sweep_dir / "manifest.json").read_text()
     assert '"status": "finished"' in manifest
     assert (sweep_dir / "space.yaml").exists()

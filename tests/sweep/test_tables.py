@@ -138,3 +138,31 @@ def test_non_finite_or_missing_objective_becomes_worst_value(mode, worst):
     assert sanitize_report({"val_loss": float("nan")}, obj)["val_loss"] == worst
     assert sanitize_report({"loss": 1.0}, obj)["val_loss"] == worst
     assert sanitize_report({"val_loss": 0.5, "checkpoint": "x"}, obj) == {"val_loss": 0.5}
+
+
+@pytest.mark.parametrize("mode, kept", [("min", {"a", "b"}), ("max", {"c", "d"})])
+def test_ended_trials_outside_the_best_lose_their_checkpoints(tmp_path, mode, kept):
+    from hpsearch.retention import checkpoint_dirs, prune_checkpoints
+
+    spec = make_spec(mode)
+    spec = type(spec)(**{**spec.__dict__, "checkpoints": type(spec.checkpoints)(
+        keep=2, keep_best_trials=2)})
+    records = TrialRecords(spec)
+    for tid, loss in [("a", 0.1), ("b", 0.2), ("c", 0.3), ("d", 0.4)]:
+        feed(records, tid, [loss])
+        for i in range(2):
+            (tmp_path / "tune" / f"hpsearch_trial_{tid}_1_lr=0.01" / f"checkpoint_00000{i}").mkdir(
+                parents=True)
+    (tmp_path / "train" / "train-e" / "checkpoint_000000").mkdir(parents=True)
+    feed(records, "e", [0.05])  # the best so far, but still running: untouched
+    for tid in "abcd":
+        records.end(tid)
+    deleted = prune_checkpoints(records, tmp_path, spec)
+    assert len(deleted) == 4
+    assert {t for t in "abcd" if checkpoint_dirs(tmp_path, t)} == kept
+    assert checkpoint_dirs(tmp_path, "e")
+    assert prune_checkpoints(records, tmp_path, spec) == []  # idempotent
+    # A better trial ends: the worst of the kept ones loses its checkpoints.
+    records.end("e")
+    prune_checkpoints(records, tmp_path, spec)
+    assert len({t for t in "abcde" if checkpoint_dirs(tmp_path, t)}) == 2

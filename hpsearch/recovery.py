@@ -14,6 +14,7 @@ import math
 import os
 import signal
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterable, Mapping
 
@@ -76,6 +77,24 @@ def _is_ray_process(pid: int) -> bool:
         return False
 
 
+def _descendants(pids: list[int]) -> list[int]:
+    """All processes below ``pids`` (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], list(pids)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.append(child)
+                todo.append(child)
+    return out
+
+
 def pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
@@ -89,7 +108,7 @@ def pid_alive(pid: int | None) -> bool:
 
 
 def local_ray_processes() -> list[int]:
-    """PIDs of the Ray daemons this driver's local instance started."""
+    """PIDs of the Ray daemons this driver's local instance started, and their agents."""
     try:
         import ray._private.worker as worker
     except ImportError:
@@ -102,7 +121,8 @@ def local_ray_processes() -> list[int]:
         for info in infos:
             if info.process is not None:
                 pids.append(info.process.pid)
-    return pids
+    # The raylet's agents (dashboard, runtime env) outlive a killed driver's daemons.
+    return pids + [p for p in _descendants(pids) if p not in pids and _is_ray_process(p)]
 
 
 def stop_orphaned_local_ray(manifest: Mapping[str, Any], *, grace_s: float = 10.0) -> list[int]:
@@ -117,6 +137,7 @@ def stop_orphaned_local_ray(manifest: Mapping[str, Any], *, grace_s: float = 10.
     if not local or pid_alive(run.get("driver_pid")):
         return []
     alive = [pid for pid in local if pid_alive(pid) and _is_ray_process(pid)]
+    alive += [pid for pid in _descendants(alive) if pid not in alive]  # raylet's agents
     for pid in alive:
         try:
             os.kill(pid, signal.SIGTERM)

@@ -1,0 +1,106 @@
+"""Sweep efficiency: sweep wall-clock / ideal, where ideal = sum of per-trial training
+time / slots.
+
+Question: how much of a sweep's wall-clock is spent not training (trial start-up and
+tear-down, scheduling, Tune's bookkeeping)? Goal: within 1.05x of ideal for 30-second
+trials.
+
+A calibration run measures a ``digits`` epoch on this machine, then a FIFO sweep of trials
+sized to ``--trial-seconds`` runs through ``run_sweep`` as a user's would, for 1-worker
+trials (trained inside the Tune trial's process) and 2-worker trials (Ray Train). Training
+time per trial is first to last training step, stamped by ``benchmarks/_timed.py``. Sweep
+wall-clock is from the first trial's start to the last trial's end, so starting Ray itself
+is not counted (it is printed separately).
+
+    .venv/bin/python benchmarks/sweep_efficiency.py [--trial-seconds 30] [--trials 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._timed import read_stamps  # noqa: E402
+
+
+def epoch_seconds() -> float:
+    from benchmarks._timed import WORKLOAD
+    from hpsearch.train import LocalSession, train
+
+    import torch
+
+    torch.set_num_threads(1)
+    config = {"lr": 3e-3, "epochs": 1, "batch_size": 64, "checkpoint_every": 0}
+    train(config, WORKLOAD, LocalSession())  # warm-up: data, kernels
+    t = time.perf_counter()
+    train({**config, "epochs": 5}, WORKLOAD, LocalSession())
+    return (time.perf_counter() - t) / 5
+
+
+def run(workers: int, trials: int, epochs: int, root: str) -> dict[str, float]:
+    from hpsearch.space import parse_space
+    from hpsearch.sweep import run_sweep
+    from hpsearch.tables import read_trials
+
+    timing = os.path.join(root, f"timing-{workers}.jsonl")
+    spec = parse_space({
+        "name": f"efficiency-{workers}w",
+        "trainable": "benchmarks._timed:WORKLOAD",
+        "objective": {"metric": "val_loss", "mode": "min"},
+        "params": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True},
+                   "batch_size": 64, "timing_file": timing, "checkpoint_every": 0},
+        "search": {"algorithm": "random", "seed": workers},
+        "scheduler": {"type": "fifo", "time_attr": "epoch", "max_t": epochs},
+        "trials": {"num": trials},
+        "resources": {"workers": workers, "cpus_per_worker": 1},
+    })
+    result = run_sweep(spec, storage=root, stream=io.StringIO())
+    table = read_trials(result.sweep_dir)
+    stamps = read_stamps(timing)
+    training = sum(stamps[repr(lr)]["last_step"] - stamps[repr(lr)]["first_step"]
+                   for lr in table.lr)
+    wall = (table.ended_at.max() - table.started_at.min()).total_seconds()
+    ideal = training / result.plan.slots
+    return {"slots": result.plan.slots, "trials": len(table),
+            "mean trial training s": training / len(table), "wall s": wall,
+            "ideal s": ideal, "wall / ideal": wall / ideal}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trial-seconds", type=float, default=30.0)
+    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+
+    os.chdir(Path(__file__).resolve().parents[1])  # so workers import benchmarks._timed
+    per_epoch = epoch_seconds()
+    epochs = max(1, round(args.trial_seconds / per_epoch))
+
+    from hpsearch.cluster import connect
+
+    t = time.perf_counter()
+    conn = connect(None)
+    ray_start = time.perf_counter() - t
+    try:
+        with tempfile.TemporaryDirectory(prefix="hpsearch-bench-") as root:
+            rows = {w: run(w, args.trials, epochs, root) for w in args.workers}
+    finally:
+        conn.close()
+    print(f"digits epoch {per_epoch * 1000:.0f} ms on 1 thread -> {epochs} epochs a trial "
+          f"(~{args.trial_seconds:g} s); starting Ray took {ray_start:.1f} s (not counted)")
+    keys = list(next(iter(rows.values())))
+    print(f"{'':24s}" + "".join(f"{f'{w} worker(s)':>16s}" for w in rows))
+    for key in keys:
+        print(f"{key:24s}" + "".join(f"{rows[w][key]:16.2f}" for w in rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -17,9 +17,8 @@ from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
 from hpsearch.errors import StorageError
-from hpsearch.progress import status_line
+from hpsearch.progress import fmt_value, status_line
 from hpsearch.retention import prune_checkpoints
-from hpsearch.progress import fmt_value
 from hpsearch.space.spec import Spec
 from hpsearch.tables import TrialRecords, _last_error_line, write_tables
 
@@ -28,14 +27,13 @@ class TablesCallback(Callback):
     """Rewrites ``trials.parquet`` / ``history.parquet`` at most every ``interval_s`` while
     results arrive, and at once when a trial ends (so no finished trial is ever lost)."""
 
-    def __init__(self, records: TrialRecords, sweep_dir: str, *, interval_s: float = 5.0,
-                 deadline: float | None = None):
+    def __init__(self, records: TrialRecords, sweep_dir: str, *, interval_s: float = 5.0):
         self.records = records
         self.sweep_dir = sweep_dir
         self.interval_s = interval_s
-        self.deadline = deadline
         self.last_write = 0.0
         self.written_version = -1
+        self.reconciled = False
         self.storage_error: StorageError | None = None
 
     def flush(self, force: bool = False) -> None:
@@ -50,11 +48,16 @@ class TablesCallback(Callback):
         except StorageError as exc:  # keep going; the driver raises it at the end
             self.storage_error = exc
 
-    def _prune(self) -> None:
+    def prune(self) -> None:
         try:
             prune_checkpoints(self.records, self.sweep_dir, self.records.spec)
         except OSError:  # a checkpoint we cannot delete must not stop the sweep
             pass
+
+    def on_step_begin(self, iteration, trials, **info):
+        if not self.reconciled:  # first step of a (resumed) run: Tune's trials are known
+            self.reconciled = True
+            self.records.forget_unfinished_except({t.trial_id for t in trials})
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.records.start(trial.trial_id, trial.config)
@@ -64,15 +67,14 @@ class TablesCallback(Callback):
         self.flush()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        expired = self.deadline is not None and time.time() >= self.deadline
         ckpt = trial.checkpoint.path if trial.checkpoint else None
-        self.records.end(trial.trial_id, checkpoint=ckpt, budget_expired=expired)
-        self._prune()
+        self.records.end(trial.trial_id, checkpoint=ckpt)
+        self.prune()
         self.flush(force=True)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.records.end(trial.trial_id, errored=True, error=_last_error_line(trial))
-        self._prune()
+        self.prune()
         self.flush(force=True)
 
     def on_step_end(self, iteration, trials, **info):
@@ -97,8 +99,14 @@ class ProgressCallback(Callback):
         self.stream = stream or sys.stdout
         self.heartbeat_s = heartbeat_s
         self.t0 = self.last_beat = time.monotonic()
+        self._want_live = self.stream.isatty() if live is None else live
         self._live = None
-        if self.stream.isatty() if live is None else live:
+
+    def setup(self, **info):
+        # Started here, not in __init__: if building the Tuner fails, no live display is
+        # left running with the cursor hidden.
+        self.t0 = self.last_beat = time.monotonic()
+        if self._want_live and self.stream is not None:
             from rich.console import Console
             from rich.live import Live
 
@@ -160,18 +168,28 @@ class ProgressCallback(Callback):
             self._live = None
 
 
+# Live records by sweep directory. Tune pickles its stopper with every experiment
+# checkpoint, so the stopper names the records instead of holding them (which would pickle
+# the whole history each time).
+_LIVE_RECORDS: dict[str, TrialRecords] = {}
+
+
 class AllFailedStopper(Stopper):
     """Stops the whole sweep once its first trials have all failed: the same bug would fail
     every later trial, so don't spend the budget finding that out."""
 
-    def __init__(self, records: TrialRecords, *, threshold: int):
-        self.records = records
+    def __init__(self, records: TrialRecords, sweep_dir: str, *, threshold: int):
+        _LIVE_RECORDS[sweep_dir] = records
+        self.sweep_dir = sweep_dir
         self.threshold = threshold
 
     def __call__(self, trial_id, result):
         return False
 
     def stop_all(self) -> bool:
-        ended = [r.get("status") for r in self.records.trials.values()
+        records = _LIVE_RECORDS.get(self.sweep_dir)
+        if records is None:
+            return False
+        ended = [r.get("status") for r in records.trials.values()
                  if r.get("status") not in ("running", "pending")]
         return len(ended) >= self.threshold and all(s == "failed" for s in ended)

@@ -75,10 +75,18 @@ def new_manifest(
 
 
 def write_manifest(sweep_dir: str | os.PathLike, manifest: Mapping[str, Any]) -> None:
+    from hpsearch.errors import StorageError
+
     path = Path(sweep_dir) / MANIFEST_FILE
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot write {path}: {exc.strerror or exc}. The trial tables are intact; free "
+            "disk space, then `hpsearch resume`."
+        ) from None
 
 
 def read_manifest(sweep_dir: str | os.PathLike) -> dict[str, Any]:

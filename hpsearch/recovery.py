@@ -125,6 +125,31 @@ def local_ray_processes() -> list[int]:
     return pids + [p for p in _descendants(pids) if p not in pids and _is_ray_process(p)]
 
 
+def this_machine() -> dict[str, str | None]:
+    """Hostname and boot id: pids in a manifest mean something only on the same machine
+    since the same boot (a resume over shared storage or after a reboot must not act on
+    them)."""
+    import socket
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = None
+    return {"hostname": socket.gethostname(), "boot_id": boot}
+
+
+def _same_machine(run: Mapping[str, Any]) -> bool:
+    return run.get("machine") == this_machine()
+
+
+def driver_alive(manifest: Mapping[str, Any]) -> bool:
+    """Whether the sweep's last driver is still running, on this machine since this boot."""
+    run = (manifest.get("runs") or [{}])[-1]
+    pid = run.get("driver_pid")
+    return _same_machine(run) and pid != os.getpid() and pid_alive(pid)
+
+
 def stop_orphaned_local_ray(manifest: Mapping[str, Any], *, grace_s: float = 10.0) -> list[int]:
     """Stop the local Ray instance of a sweep whose driver was killed.
 
@@ -134,7 +159,7 @@ def stop_orphaned_local_ray(manifest: Mapping[str, Any], *, grace_s: float = 10.
     """
     run = (manifest.get("runs") or [{}])[-1]
     local = run.get("local_ray_pids") or []
-    if not local or pid_alive(run.get("driver_pid")):
+    if not local or not _same_machine(run) or pid_alive(run.get("driver_pid")):
         return []
     alive = [pid for pid in local if pid_alive(pid) and _is_ray_process(pid)]
     alive += [pid for pid in _descendants(alive) if pid not in alive]  # raylet's agents

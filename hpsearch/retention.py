@@ -43,9 +43,9 @@ def trials_to_prune(trials: Mapping[str, Mapping[str, Any]], *, mode: str,
 
 
 def checkpoint_dirs(sweep_dir: str | Path, trial_id: str) -> list[Path]:
-    """Checkpoint directories of one trial: Tune's (in-process trials) and Ray Train's."""
+    """Checkpoint directories of one trial: in-process trials' and Ray Train's."""
     root = Path(sweep_dir)
-    found = list(root.glob(f"tune/*_{trial_id}_*/checkpoint_*"))
+    found = list(root.glob(f"checkpoints/{trial_id}/checkpoint_*"))
     found += list(root.glob(f"train/train-{trial_id}/checkpoint_*"))
     return [p for p in found if p.is_dir()]
 

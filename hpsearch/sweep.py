@@ -8,7 +8,8 @@ Layout of a sweep directory (``<storage>/<name>/``)::
     history.parquet   one row per report per trial
     optuna.db         the Optuna study (SQLite): optuna.load_study / optuna-dashboard
     tune/             Ray Tune's experiment state (what `hpsearch resume` restores)
-    train/            Ray Train runs of multi-worker trials (checkpoints)
+    checkpoints/      one-worker trials' checkpoints, <trial_id>/checkpoint_<step>
+    train/            Ray Train runs of multi-worker trials (their checkpoints)
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,8 +73,18 @@ class SweepResult:
         )
 
 
+def storage_root(storage: str | os.PathLike) -> Path:
+    """The directory holding sweeps; object-store URIs are refused (not supported yet)."""
+    if "://" in str(storage):
+        raise StorageError(
+            f"--storage must be a filesystem path, not {str(storage)!r}: object-store URIs are "
+            "not supported yet. On a multi-node cluster use a path every node mounts (NFS)."
+        )
+    return Path(storage).expanduser().resolve()
+
+
 def sweep_dir_for(spec: Spec, *, name: str | None = None, storage: str | None = None) -> Path:
-    return Path(storage or spec.storage).expanduser().resolve() / (name or spec.name)
+    return storage_root(storage or spec.storage) / (name or spec.name)
 
 
 def optuna_storage_url(sweep_dir: str | os.PathLike) -> str:
@@ -118,14 +128,13 @@ def run_sweep(
     if dry_run and not (address or os.environ.get("RAY_ADDRESS")):
         plan = make_plan(spec, local_resources(), max_concurrent=max_concurrent)
         return SweepResult(sweep_dir, "planned", plan)
-    if (sweep_dir / MANIFEST_FILE).exists() and not dry_run:
-        if not overwrite:
-            raise SweepExistsError(
-                f"a sweep named {name!r} already exists in {sweep_dir.parent}. "
-                f"Continue it with `hpsearch resume {name}`, pick another --name, "
-                "or pass --overwrite to delete it and start again."
-            )
-        shutil.rmtree(sweep_dir)
+    exists = (sweep_dir / MANIFEST_FILE).exists()
+    if exists and not dry_run and not overwrite:
+        raise SweepExistsError(
+            f"a sweep named {name!r} already exists in {sweep_dir.parent}. "
+            f"Continue it with `hpsearch resume {name}`, pick another --name, "
+            "or pass --overwrite to delete it and start again."
+        )
 
     from hpsearch.cluster import connect
 
@@ -136,6 +145,9 @@ def run_sweep(
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent)
         if dry_run:
             return SweepResult(sweep_dir, "planned", plan)
+        if exists:  # --overwrite, only now that the new sweep can start
+            _refuse_if_running(sweep_dir, name)
+            shutil.rmtree(sweep_dir)
         print(f"sweep {name!r} -> {sweep_dir}", file=stream)
         for line in plan.lines(spec):
             print("  " + line, file=stream)
@@ -156,12 +168,27 @@ def run_sweep(
             conn.close()
 
 
+def _refuse_if_running(sweep_dir: Path, name: str) -> None:
+    from hpsearch.recovery import driver_alive
+
+    manifest = read_manifest(sweep_dir)
+    if manifest.get("status") == "running" and driver_alive(manifest):
+        pid = manifest["runs"][-1]["driver_pid"]
+        raise SweepExistsError(
+            f"sweep {name!r} is still running (driver pid {pid} on this machine); stop it "
+            "with Ctrl-C (or kill that pid) first"
+        )
+
+
 def _record_driver(manifest: dict, conn) -> None:
     """Who runs this sweep, so a later `resume` can tell a dead driver's orphaned local Ray
     instance from a live sweep."""
     from hpsearch.recovery import local_ray_processes
 
+    from hpsearch.recovery import this_machine
+
     run = manifest["runs"][-1]
+    run["machine"] = this_machine()
     run["driver_pid"] = os.getpid()
     run["local_ray_pids"] = local_ray_processes() if conn.started_local else []
 
@@ -190,15 +217,18 @@ class _Run:
         from hpsearch.tables import TrialRecords, read_history, read_trials
 
         self.records = TrialRecords(spec)
+        if resume:  # a driver killed mid-write leaves its temporary table behind
+            for stale in sweep_dir.glob(".*.parquet.tmp-*"):
+                stale.unlink(missing_ok=True)
         if resume and (sweep_dir / "trials.parquet").exists():
             self.records.load(
                 read_trials(sweep_dir).to_dict("records"),
                 read_history(sweep_dir).to_dict("records"),
             )
-        deadline = time.time() + spec.budget.time_s if spec.budget.time_s else None
-        self.tables = TablesCallback(self.records, str(sweep_dir), deadline=deadline)
+        self.tables = TablesCallback(self.records, str(sweep_dir))
         self.progress = ProgressCallback(self.records, spec, stream=stream)
-        self.stopper = AllFailedStopper(self.records, threshold=min(spec.trials.num, 3))
+        self.stopper = AllFailedStopper(self.records, str(sweep_dir),
+                                        threshold=min(spec.trials.num, 3))
         self.verbose = verbose
 
     @property
@@ -210,14 +240,18 @@ class _Run:
 def _run_config(spec: Spec, sweep_dir: Path, run: _Run):
     from ray import tune
 
+    from hpsearch.cluster import uses_worker_group
+
     return tune.RunConfig(
         name=TUNE_DIR,
         storage_path=str(sweep_dir),
         callbacks=run.callbacks,
         stop=run.stopper,
         verbose=2 if run.verbose else 0,
-        failure_config=tune.FailureConfig(max_failures=spec.trials.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=spec.checkpoints.keep),
+        # Ray Train retries a multi-worker trial's worker group itself; retrying the Tune
+        # trial too would run a failing trial (max_failures + 1) ** 2 times.
+        failure_config=tune.FailureConfig(
+            max_failures=0 if uses_worker_group(spec) else spec.trials.max_failures),
     )
 
 
@@ -267,18 +301,21 @@ def _fit(tuner_and_run, spec: Spec, sweep_dir: Path, plan: Plan, manifest: dict)
         run.progress.close()
     if sentinel.fired:
         status = "interrupted"
+    else:  # the time budget or the all-failed stop ended the sweep around these trials
+        run.records.stop_unfinished()
+        run.tables.prune()
     try:
         write_tables(run.records, sweep_dir)
     finally:
         counts: dict[str, int] = {}
         for row in run.records.trials.values():
             counts[row["status"]] = counts.get(row["status"], 0) + 1
+        if status == "finished" and run.stopper.stop_all():
+            status = "all_failed"
         if status == "finished" and not any(
             counts.get(s) for s in ("completed", "stopped_by_asha", "stopped")
         ):
             status = "no_trial_completed"
-        if status == "finished" and run.stopper.stop_all():
-            status = "all_failed"
         manifest.update(status=status, ended_at=now_iso(), counts=counts)
         manifest["runs"][-1]["ended_at"] = manifest["ended_at"]
         write_manifest(sweep_dir, manifest)
@@ -350,24 +387,18 @@ def resume_sweep(
     from hpsearch.trial import make_trainable
 
     stream = stream or sys.stdout
-    sweep_dir = Path(storage).expanduser().resolve() / name
+    sweep_dir = storage_root(storage) / name
     tune_dir = sweep_dir / TUNE_DIR
     if not (sweep_dir / MANIFEST_FILE).exists():
         raise SweepNotFoundError(
             f"no sweep named {name!r} in {sweep_dir.parent}; `hpsearch ls --storage DIR` "
             "lists the sweeps there"
         )
-    from hpsearch.recovery import pid_alive, replay_asha_rungs, stop_orphaned_local_ray
+    from hpsearch.recovery import replay_asha_rungs, stop_orphaned_local_ray
 
     spec = load_space(sweep_dir / SPACE_FILE)
     manifest = read_manifest(sweep_dir)
-    last = (manifest.get("runs") or [{}])[-1]
-    if manifest.get("status") == "running" and pid_alive(last.get("driver_pid")) and \
-            last.get("driver_pid") != os.getpid():
-        raise SweepExistsError(
-            f"sweep {name!r} is still running (driver pid {last['driver_pid']}); stop it "
-            "with Ctrl-C (or kill that pid) before resuming"
-        )
+    _refuse_if_running(sweep_dir, name)
     stopped = stop_orphaned_local_ray(manifest)
     if stopped:
         print(f"stopped {len(stopped)} Ray process(es) orphaned by the killed driver",
@@ -392,6 +423,7 @@ def resume_sweep(
         internal = tuner._local_tuner
         internal._run_config.callbacks = run.callbacks
         internal._run_config.stop = run.stopper
+        internal._tune_config.max_concurrent_trials = plan.slots  # the cluster may differ now
         if spec.scheduler.type == "asha":
             replay_asha_rungs(internal._tune_config.scheduler, run.records.history, spec)
         manifest["status"] = "running"
@@ -408,7 +440,7 @@ def list_sweeps(storage: str | os.PathLike = "./runs") -> list[dict[str, Any]]:
     """One summary dict per sweep directory under ``storage`` (newest first)."""
     import pandas as pd
 
-    root = Path(storage).expanduser()
+    root = storage_root(storage)
     rows = []
     for manifest_path in sorted(root.glob(f"*/{MANIFEST_FILE}")):
         sweep_dir = manifest_path.parent

@@ -21,6 +21,10 @@ from typing import Any, Iterable, Mapping
 from hpsearch.errors import StorageError, SweepNotFoundError
 from hpsearch.space.spec import TRIAL_COLUMNS, Spec
 
+# Set only by the fault tests (tests/cli/test_faults.py): SIGKILL the driver between
+# writing a table's temporary file and renaming it into place.
+_KILL_BEFORE_REPLACE = os.environ.get("HPSEARCH_TEST_KILL_BEFORE_TABLE_REPLACE") == "1"
+
 TRIALS_FILE = "trials.parquet"
 HISTORY_FILE = "history.parquet"
 
@@ -65,6 +69,8 @@ def final_status(
         return "failed"
     if not finished:
         return "running" if last else "pending"
+    if not last:  # ended before its first report (budget, stop of the whole sweep)
+        return "stopped"
     reported = (last or {}).get("status")
     if reported in ("diverged", "unsupported_precision", "completed"):
         return reported
@@ -163,6 +169,28 @@ class TrialRecords:
             if rows:
                 row["last"] = rows[-1]
 
+    def stop_unfinished(self) -> list[str]:
+        """End every trial still running as ``stopped``: the sweep ended around it (time
+        budget, all-failed stop) and Tune calls no callback for those."""
+        unfinished = [tid for tid, row in self.trials.items()
+                      if row.get("status") in ("running", "pending")]
+        for tid in unfinished:
+            self.end(tid, budget_expired=True)
+        return unfinished
+
+    def forget_unfinished_except(self, known: set[str]) -> list[str]:
+        """Drop unfinished trials Tune does not know (resume): a driver that died after
+        starting them but before saving Tune's state takes them with it. Returns their ids."""
+        lost = [tid for tid, row in self.trials.items()
+                if tid not in known and row.get("status") in ("running", "pending")]
+        if lost:
+            self.version += 1
+            for tid in lost:
+                del self.trials[tid]
+            self.history = [h for h in self.history if h["trial_id"] not in lost]
+            self._seen_steps = {k for k in self._seen_steps if k[0] not in lost}
+        return lost
+
     # --- tables ----------------------------------------------------------------------
 
     def trials_frame(self):
@@ -245,6 +273,8 @@ def write_parquet_atomic(df, path: str | os.PathLike) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         df.to_parquet(tmp, index=False)
+        if _KILL_BEFORE_REPLACE:  # fault injection for tests: die mid-write
+            os.kill(os.getpid(), 9)
         os.replace(tmp, path)
     except OSError as exc:
         try:

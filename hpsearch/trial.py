@@ -98,9 +98,14 @@ def run_trial(sampled: Mapping[str, Any], *, spec: Spec, sweep_dir: str) -> None
     if not uses_worker_group(spec):
         from hpsearch.train.loop import train
 
+        from ray import tune
+
         require_cuda_if_asked(config)
         _limit_threads(spec.resources.cpus_per_worker)
-        train(config, trainable, _TuneSession(spec.objective))
+        trial_id = tune.get_context().get_trial_id()
+        store = CheckpointStore(os.path.join(sweep_dir, CHECKPOINTS_DIR, trial_id),
+                                keep=spec.checkpoints.keep)
+        train(config, trainable, _TuneSession(spec.objective, store))
         return
     _run_train(config, trainable, spec=spec, sweep_dir=sweep_dir)
 
@@ -129,29 +134,68 @@ def _limit_threads(cpus: float) -> None:
     torch.set_num_threads(max(1, int(cpus)))
 
 
+CHECKPOINTS_DIR = "checkpoints"
+
+
+class CheckpointStore:
+    """A trial's checkpoints, newest ``keep`` of them: ``<root>/checkpoint_<step>``.
+
+    In-process trials keep their checkpoints here rather than handing them to Tune. Tune
+    deletes a trial's old checkpoints as new ones arrive but saves its experiment state
+    only now and then, so a driver killed in between leaves a state that points at a
+    deleted checkpoint and the trial cannot be restored (seen in the fault tests). Here a
+    restarted trial, after a crash or a resume, always continues from its newest complete
+    checkpoint; a checkpoint appears under its final name only once it is whole.
+    """
+
+    def __init__(self, root: str, keep: int):
+        self.root = root
+        self.keep = keep
+
+    def add(self, src: str, step: int) -> str:
+        os.makedirs(self.root, exist_ok=True)
+        dest = os.path.join(self.root, f"checkpoint_{step:09d}")
+        tmp = os.path.join(self.root, f".tmp-{os.getpid()}-{step}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.move(src, tmp)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+        for old in self.all()[: -self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return dest
+
+    def all(self) -> list[str]:
+        if not os.path.isdir(self.root):
+            return []
+        names = sorted(n for n in os.listdir(self.root) if n.startswith("checkpoint_"))
+        return [os.path.join(self.root, n) for n in names]
+
+    def latest(self) -> str | None:
+        found = self.all()
+        return found[-1] if found else None
+
+
 class _TuneSession:
-    """Harness session for in-process trials: reports straight to Tune."""
+    """Harness session for in-process trials: metrics to Tune, checkpoints to a store."""
 
     world_rank = 0
     world_size = 1
     local_rank = 0
 
-    def __init__(self, objective: Objective):
+    def __init__(self, objective: Objective, store: CheckpointStore):
         self._objective = objective
+        self._store = store
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         from ray import tune
 
-        checkpoint = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
-        tune.report(sanitize_report(metrics, self._objective), checkpoint=checkpoint)
-        if checkpoint_dir:  # Tune has persisted a copy; the runner owns the directory.
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        metrics = sanitize_report(metrics, self._objective)
+        if checkpoint_dir:
+            metrics["checkpoint_path"] = self._store.add(checkpoint_dir, int(metrics["step"]))
+        tune.report(metrics)
 
     def latest_checkpoint_dir(self) -> str | None:
-        from ray import tune
-
-        checkpoint = tune.get_checkpoint()
-        return checkpoint.to_directory() if checkpoint else None
+        return self._store.latest()
 
 
 class _TrainSession:

@@ -45,6 +45,12 @@ def no_ray_running():
     yield
 
 
+@pytest.fixture
+def leftover_ray():
+    """Call it to get the Ray processes still alive (after waiting up to 30 s)."""
+    return _wait_for_no_ray_processes
+
+
 def _wait_for_no_ray_processes(timeout: float = 30.0) -> list[str]:
     deadline = time.monotonic() + timeout
     left = ray_processes()

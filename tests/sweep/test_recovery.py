@@ -15,6 +15,7 @@ from hpsearch.recovery import (
     pid_alive,
     replay_asha_rungs,
     stop_orphaned_local_ray,
+    this_machine,
 )
 from hpsearch.space.spec import FloatParam, Objective, Scheduler, Spec
 from hpsearch.translate import make_scheduler
@@ -105,7 +106,8 @@ def test_orphaned_ray_daemons_of_a_dead_driver_are_stopped():
     dead_driver = subprocess.Popen([sys.executable, "-c", "pass"])
     dead_driver.wait()
     try:
-        manifest = {"runs": [{"driver_pid": dead_driver.pid, "local_ray_pids": [daemon.pid]}]}
+        manifest = {"runs": [{"driver_pid": dead_driver.pid, "local_ray_pids": [daemon.pid],
+                              "machine": this_machine()}]}
         assert stop_orphaned_local_ray(manifest, grace_s=5) == [daemon.pid]
         daemon.wait(timeout=10)
         assert not pid_alive(daemon.pid)
@@ -116,8 +118,35 @@ def test_orphaned_ray_daemons_of_a_dead_driver_are_stopped():
 def test_daemons_of_a_live_driver_are_left_alone():
     daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "ray"])
     try:
-        manifest = {"runs": [{"driver_pid": daemon.pid, "local_ray_pids": [daemon.pid]}]}
+        manifest = {"runs": [{"driver_pid": daemon.pid, "local_ray_pids": [daemon.pid],
+                              "machine": this_machine()}]}
         assert stop_orphaned_local_ray(manifest) == []
+        # Nor are pids recorded on another machine (or before a reboot).
+        elsewhere = {"runs": [{"driver_pid": 1 << 22, "local_ray_pids": [daemon.pid],
+                               "machine": {"hostname": "other", "boot_id": "x"}}]}
+        assert stop_orphaned_local_ray(elsewhere) == []
         assert daemon.poll() is None
     finally:
         daemon.kill()
+
+
+def test_checkpoint_store_keeps_the_newest_and_resumes_from_the_last_whole_one(tmp_path):
+    from hpsearch.trial import CheckpointStore
+
+    store = CheckpointStore(str(tmp_path / "t1"), keep=2)
+    assert store.latest() is None
+    for step in (10, 20, 30):
+        src = tmp_path / f"src{step}"
+        src.mkdir()
+        (src / "checkpoint.pt").write_text(str(step))
+        store.add(str(src), step)
+        assert not src.exists()  # the store owns it now
+    assert [p.rsplit("_", 1)[1] for p in store.all()] == ["000000020", "000000030"]
+    # A copy a killed process never finished stays out of sight.
+    (tmp_path / "t1" / ".tmp-999-40").mkdir()
+    assert open(f"{store.latest()}/checkpoint.pt").read() == "30"
+    # Step 100 sorts after step 30: names are zero-padded.
+    src = tmp_path / "src100"
+    src.mkdir()
+    store.add(str(src), 100)
+    assert store.latest().endswith("checkpoint_000000100")

@@ -151,8 +151,7 @@ def test_ended_trials_outside_the_best_lose_their_checkpoints(tmp_path, mode, ke
     for tid, loss in [("a", 0.1), ("b", 0.2), ("c", 0.3), ("d", 0.4)]:
         feed(records, tid, [loss])
         for i in range(2):
-            (tmp_path / "tune" / f"hpsearch_trial_{tid}_1_lr=0.01" / f"checkpoint_00000{i}").mkdir(
-                parents=True)
+            (tmp_path / "checkpoints" / tid / f"checkpoint_00000{i}").mkdir(parents=True)
     (tmp_path / "train" / "train-e" / "checkpoint_000000").mkdir(parents=True)
     feed(records, "e", [0.05])  # the best so far, but still running: untouched
     for tid in "abcd":
@@ -166,3 +165,16 @@ def test_ended_trials_outside_the_best_lose_their_checkpoints(tmp_path, mode, ke
     records.end("e")
     prune_checkpoints(records, tmp_path, spec)
     assert len({t for t in "abcde" if checkpoint_dirs(tmp_path, t)}) == 2
+
+
+def test_resume_forgets_unfinished_trials_tune_never_saved():
+    records = TrialRecords(make_spec())
+    feed(records, "a", [0.9, 0.5])
+    records.end("a")
+    feed(records, "lost", [0.8])  # started after Tune's last state save, then the crash
+    feed(records, "kept", [0.7])
+    assert records.forget_unfinished_except({"a", "kept"}) == ["lost"]
+    assert set(records.trials) == {"a", "kept"}
+    assert {h["trial_id"] for h in records.history} == {"a", "kept"}
+    feed(records, "lost", [0.8])  # its id may not come back, but if it did it is new again
+    assert len([h for h in records.history if h["trial_id"] == "lost"]) == 1

@@ -133,7 +133,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     if not parts.hostname or not parts.port:
         raise ClusterError(
             f"cannot parse the Ray address {address!r}: expected HOST:PORT (e.g. "
-            "10.0.0.1:6379), ray://HOST:10001, or auto"
+            "10.0.0.1:6379) or auto"
         )
     try:
         with socket.create_connection((parts.hostname, parts.port), timeout=timeout_s):

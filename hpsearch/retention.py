@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hpsearch.space.spec import Spec
+from hpsearch.tables import ENDED
 
-ENDED = frozenset({"completed", "stopped_by_asha", "stopped", "diverged",
-                   "unsupported_precision", "failed"})
 
 
 def trials_to_prune(trials: Mapping[str, Mapping[str, Any]], *, mode: str,

@@ -122,8 +122,11 @@ def run_sweep(
         ClusterError: The cluster is unreachable or cannot fit one trial.
         Interrupted: Ctrl-C; the tables are written and ``hpsearch resume`` continues.
     """
+    from hpsearch.trial import check_harness_config
+
     stream = stream or sys.stdout
     sweep_dir = sweep_dir_for(spec, name=name, storage=storage)
+    check_harness_config(spec)
     name = sweep_dir.name
     if dry_run and not (address or os.environ.get("RAY_ADDRESS")):
         plan = make_plan(spec, local_resources(), max_concurrent=max_concurrent)

@@ -31,9 +31,10 @@ HISTORY_FILE = "history.parquet"
 # Statuses a trial row can have (docs/trial-tables.md).
 STATUSES = ("completed", "stopped_by_asha", "stopped", "diverged", "unsupported_precision",
             "failed", "running", "pending")
+ENDED = frozenset(STATUSES) - {"running", "pending"}
 
-# Result keys that are Tune bookkeeping rather than metrics.
-_DROPPED_KEYS = frozenset(
+# Result keys that are Tune bookkeeping rather than training metrics.
+TUNE_KEYS = frozenset(
     {
         "config", "date", "done", "experiment_tag", "hostname", "iterations_since_restore",
         "node_ip", "pid", "should_checkpoint", "time_since_restore", "time_this_iter_s",
@@ -48,7 +49,7 @@ def history_row(trial_id: str, result: Mapping[str, Any]) -> dict[str, Any]:
     scalar metric of the report."""
     row: dict[str, Any] = {"trial_id": trial_id}
     for key, value in result.items():
-        if key in _DROPPED_KEYS or not _is_scalar(value):
+        if key in TUNE_KEYS or not _is_scalar(value):
             continue
         row[key] = value
     row.setdefault("step", result.get("training_iteration"))
@@ -100,9 +101,16 @@ class TrialRecords:
         self.trials: dict[str, dict[str, Any]] = {}
         self.history: list[dict[str, Any]] = []
         self.version = 0  # bumped on every change, so writers know what is unsaved
+        self._frozen: set[str] = set()  # ended rows a resumed Tune replays
         self._seen_steps: set[tuple[str, Any]] = set()
 
     def start(self, trial_id: str, params: Mapping[str, Any]) -> None:
+        row = self.trials.get(trial_id)
+        if row is not None and row.get("status") in ENDED:
+            # Ended before a crash that Tune's saved state did not see: Tune starts it
+            # again, the trial replays its recorded result (trial.py), and its row stays.
+            self._frozen.add(trial_id)
+            return
         self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": "running"})
         row.update({p.name: params.get(p.name) for p in self.spec.params})
@@ -110,6 +118,8 @@ class TrialRecords:
         row.setdefault("started_at", time.time())
 
     def result(self, trial_id: str, result: Mapping[str, Any]) -> None:
+        if trial_id in self._frozen:
+            return
         self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": "running"})
         hist = history_row(trial_id, result)
@@ -142,6 +152,8 @@ class TrialRecords:
         checkpoint: str | None = None,
         budget_expired: bool = False,
     ) -> None:
+        if trial_id in self._frozen:
+            return
         self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id})
         row["status"] = final_status(
@@ -339,3 +351,16 @@ def _last_error_line(trial) -> str | None:
         if "Error" in line or "Exception" in line:
             return line[:500]
     return lines[-1][:500] if lines else None
+
+
+def write_single_trial(spec: Spec, params: Mapping[str, Any], reports: Iterable[Mapping[str, Any]],
+                       directory: str | os.PathLike, *, trial_id: str = "trial") -> None:
+    """Tables for one trial run without a sweep (``hpsearch trial --output``), with the
+    same schema as a sweep's."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    records = TrialRecords(spec)
+    records.start(trial_id, params)
+    for report in reports:
+        records.result(trial_id, report)
+    records.end(trial_id)
+    write_tables(records, directory)

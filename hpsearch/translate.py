@@ -119,7 +119,7 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
             "storage must be an optuna.storages.BaseStorage instance such as "
             f"JournalStorage(JournalFileBackend(path)), not {type(storage).__name__}"
         )
-    return OptunaSearch(
+    return _resumable_optuna_search()(
         space=define_by_run(spec),
         metric=spec.objective.metric,
         mode=spec.objective.mode,
@@ -127,6 +127,43 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
         storage=storage,
         study_name=study_name,
     )
+
+
+def _resumable_optuna_search() -> type:
+    """``OptunaSearch`` that survives a resume after a driver crash.
+
+    Tune saves the searcher only now and then. A trial that finished after the last save
+    is finished in the Optuna database but unfinished in the restored state, so Tune runs
+    it again and its reports would update a finished Optuna trial, which raises and ends
+    the whole sweep. Such reports are dropped: Optuna already has that trial's result.
+    """
+    global _ResumableOptunaSearch
+    if _ResumableOptunaSearch is None:
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        class ResumableOptunaSearch(OptunaSearch):
+            def on_trial_result(self, trial_id, result):
+                try:
+                    super().on_trial_result(trial_id, result)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    pass
+
+        ResumableOptunaSearch.__module__ = __name__
+        ResumableOptunaSearch.__qualname__ = "ResumableOptunaSearch"
+        _ResumableOptunaSearch = ResumableOptunaSearch
+    return _ResumableOptunaSearch
+
+
+_ResumableOptunaSearch = None
+
+
+def __getattr__(name: str) -> Any:
+    # Defined on first use (it subclasses a Ray class, and this module must import without
+    # Ray); pickle finds it here when Tune restores a searcher.
+    if name == "ResumableOptunaSearch":
+        return _resumable_optuna_search()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_scheduler(spec: Spec) -> ASHAScheduler | FIFOScheduler:

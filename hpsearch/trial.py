@@ -22,18 +22,9 @@ from typing import Any, Callable, Mapping
 from hpsearch.cluster import DRIVER_RESOURCES, is_harness_workload, uses_worker_group
 from hpsearch.errors import TrainableError
 from hpsearch.space.spec import Objective, Spec
-from hpsearch.trainables import load_trainable
+from hpsearch.tables import TUNE_KEYS
+from hpsearch.trainables import BUILTINS, load_trainable
 
-# Keys Tune adds to every result; they are bookkeeping, not training metrics.
-TUNE_KEYS = frozenset(
-    {
-        "config", "date", "done", "experiment_tag", "hostname", "iterations_since_restore",
-        "node_ip", "pid", "should_checkpoint", "time_since_restore", "time_this_iter_s",
-        "timestamp", "timesteps_since_restore", "timesteps_total", "episodes_total",
-        "training_iteration", "trial_id", "checkpoint_dir_name", "checkpoint_path",
-        "time_total_s",
-    }
-)
 
 
 def worst_value(objective: Objective) -> float:
@@ -90,15 +81,46 @@ def make_trainable(spec: Spec, *, sweep_dir: str) -> Any:
     return tune.with_resources(hpsearch_trial, resources)
 
 
+def recorded_end(sweep_dir: str, trial_id: str) -> dict[str, Any] | None:
+    """The last report of a trial the trial table says has ended, else ``None``.
+
+    Tune saves its experiment state only now and then. After a driver crash it may hold a
+    trial as unfinished that had in fact ended (and whose row and history are on disk);
+    such a trial replays its last report instead of training again.
+    """
+    from hpsearch.tables import ENDED, HISTORY_FILE, TRIALS_FILE
+
+    trials_path = os.path.join(sweep_dir, TRIALS_FILE)
+    if not os.path.exists(trials_path):
+        return None
+    import pandas as pd
+
+    trials = pd.read_parquet(trials_path, columns=["trial_id", "status"])
+    status = trials.loc[trials.trial_id == trial_id, "status"]
+    if status.empty or status.iloc[0] not in ENDED:
+        return None
+    history = pd.read_parquet(os.path.join(sweep_dir, HISTORY_FILE))
+    rows = history[history.trial_id == trial_id]
+    if rows.empty:
+        return None
+    last = rows.iloc[-1].dropna().to_dict()
+    last.pop("trial_id", None)
+    return last
+
+
 def run_trial(sampled: Mapping[str, Any], *, spec: Spec, sweep_dir: str) -> None:
     """Body of one Tune trial (runs in the trial's actor)."""
+    from ray import tune
+
+    done = recorded_end(sweep_dir, tune.get_context().get_trial_id())
+    if done is not None:
+        tune.report(sanitize_report(done, spec.objective))
+        return
     config = spec.trial_config(sampled)
     config.setdefault("use_gpu", spec.resources.use_gpu)
     trainable = load_trainable(spec.trainable)
     if not uses_worker_group(spec):
         from hpsearch.train.loop import train
-
-        from ray import tune
 
         require_cuda_if_asked(config)
         _limit_threads(spec.resources.cpus_per_worker)
@@ -281,7 +303,8 @@ def _run_train(config: dict[str, Any], trainable: Any, *, spec: Spec, sweep_dir:
     result = trainer.fit()
     reported = result.metrics or {}
     if not harness and spec.objective.metric not in reported:
-        names = ", ".join(sorted(k for k in reported if k not in TUNE_KEYS)) or "none"
+        bookkeeping = TUNE_KEYS | {"training_iteration", "time_total_s"}
+        names = ", ".join(sorted(k for k in reported if k not in bookkeeping)) or "none"
         raise TrainableError(
             f"{spec.trainable} never reported the objective metric "
             f"{spec.objective.metric!r}; it reported: {names}. Report it with "
@@ -290,6 +313,32 @@ def _run_train(config: dict[str, Any], trainable: Any, *, spec: Spec, sweep_dir:
 
 
 # --- one configuration, no search (`hpsearch trial`) -----------------------------------
+
+
+def single_config(spec: Spec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config ``hpsearch trial`` trains, and the searched values it chose for it.
+
+    Searched parameters take their midpoint (geometric for log scales) or first choice;
+    ``--set`` overrides have already made the ones the user chose fixed.
+    """
+    defaults = spec.default_config()
+    chosen = {p.name: defaults[p.name] for p in spec.params if p.name in defaults}
+    config = spec.trial_config(chosen)
+    config.setdefault("use_gpu", spec.resources.use_gpu)
+    return config, chosen
+
+
+def check_harness_config(spec: Spec) -> None:
+    """Refuse, before any trial starts, fixed values the training loop would reject
+    (``batch_size: 0``, ``grad_clip: -1``): otherwise every trial fails the same way."""
+    if spec.trainable not in BUILTINS and not is_harness_workload(load_trainable(spec.trainable)):
+        return
+    from hpsearch.train.loop import HarnessConfig
+
+    try:
+        HarnessConfig.from_config(single_config(spec)[0])
+    except ValueError as exc:
+        raise TrainableError(f"invalid training config: {exc}") from None
 
 
 def run_single(

@@ -13,7 +13,8 @@ from hpsearch.cli._common import handle_errors
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Fix a parameter (--set lr=0.01) or any key (--set scheduler.max_t=3).")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Data-parallel workers; 1 trains in this process without Ray.")
+              help="Data-parallel workers. One harness worker trains in this process without "
+                   "Ray; more (or a raw Ray Train loop) run on Ray Train.")
 @click.option("--output", type=click.Path(file_okay=False),
               help="Write DIR/history.parquet (and trials.parquet), as sweeps do.")
 @click.option("--address", envvar="RAY_ADDRESS", help="Ray cluster for --workers > 1.")
@@ -22,18 +23,18 @@ def trial(space, overrides, workers, output, address):
     """Train one configuration of SPACE and print its metrics as it goes.
 
     Parameters not set take their midpoint (log-midpoint for log scales) or their first
-    choice; the command says which it chose.
+    choice; the command says which it chose. Exit 0 when training completed, 3 when it
+    diverged or the precision is unsupported.
     """
     import sys
+    import time
 
-    from hpsearch.errors import TrainableError
     from hpsearch.space import load_space
-    from hpsearch.trial import format_report, run_single
+    from hpsearch.trial import check_harness_config, format_report, run_single, single_config
 
     spec = load_space(space, overrides)
-    chosen = spec.default_config()
-    config = spec.trial_config({p.name: chosen[p.name] for p in spec.params if p.name in chosen})
-    config.setdefault("use_gpu", spec.resources.use_gpu)
+    check_harness_config(spec)
+    config, chosen = single_config(spec)
     for p in spec.params:
         if p.name in chosen:
             how = "first choice" if p.type == "categorical" else "midpoint"
@@ -43,42 +44,19 @@ def trial(space, overrides, workers, output, address):
     click.echo(f"fixed: {fixed}")
     click.echo(f"training {spec.trainable} with {workers} worker(s)...")
 
-    try:
-        from hpsearch.train.loop import HarnessConfig
-        from hpsearch.trial import is_harness_workload
-        from hpsearch.trainables import load_trainable
+    t0 = time.monotonic()
 
-        if is_harness_workload(load_trainable(spec.trainable)):
-            HarnessConfig.from_config(config)
-    except ValueError as exc:
-        raise TrainableError(f"invalid training config: {exc}") from None
+    def on_report(metrics):
+        metrics["time_total_s"] = time.monotonic() - t0
+        click.echo(format_report(metrics))
 
-    reports = run_single(
-        spec, config, workers=workers, on_report=lambda m: click.echo(format_report(m)),
-        address=address,
-    )
+    reports = run_single(spec, config, workers=workers, on_report=on_report, address=address)
     if output:
-        _write_output(spec, chosen, reports, output)
+        from hpsearch.tables import write_single_trial
+
+        write_single_trial(spec, chosen, reports, output)
         click.echo(f"wrote {output}/history.parquet and trials.parquet")
     last = reports[-1] if reports else {}
     status = last.get("status", "completed")
-    value = last.get(spec.objective.metric)
-    click.echo(f"{status}: {spec.objective.metric} = {value}")
+    click.echo(f"{status}: {spec.objective.metric} = {last.get(spec.objective.metric)}")
     sys.exit(0 if status == "completed" else 3)
-
-
-def _write_output(spec, chosen, reports, output) -> None:
-    from pathlib import Path
-
-    from hpsearch.tables import TrialRecords, write_tables
-
-    Path(output).mkdir(parents=True, exist_ok=True)
-    records = TrialRecords(spec)
-    records.start("trial", chosen)
-    t = 0.0
-    for report in reports:
-        report = dict(report)
-        report.setdefault("time_total_s", t)
-        records.result("trial", report)
-    records.end("trial")
-    write_tables(records, output)

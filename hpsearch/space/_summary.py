@@ -65,8 +65,8 @@ def _run_rows(spec: Spec) -> list[tuple[str, str]]:
                                f"({spec.budget.time_s:g} s)"))
     rows.append(("storage", spec.storage))
     ck = spec.checkpoints
-    rows.append(("checkpoints", f"newest {ck.keep} per trial; after the sweep only the "
-                                f"{ck.keep_best_trials} best trials keep theirs"))
+    rows.append(("checkpoints", f"newest {ck.keep} per trial; an ended trial keeps them "
+                                f"only while among the {ck.keep_best_trials} best"))
     return rows
 
 

@@ -178,3 +178,19 @@ def test_resume_forgets_unfinished_trials_tune_never_saved():
     assert {h["trial_id"] for h in records.history} == {"a", "kept"}
     feed(records, "lost", [0.8])  # its id may not come back, but if it did it is new again
     assert len([h for h in records.history if h["trial_id"] == "lost"]) == 1
+
+
+def test_a_trial_that_ended_before_the_crash_keeps_its_row_when_tune_replays_it(tmp_path):
+    records = TrialRecords(make_spec())
+    feed(records, "a", [0.9, 0.5, 0.4, 0.3])
+    records.end("a")
+    write_tables(records, tmp_path)
+    before = read_trials(tmp_path).set_index("trial_id").loc["a"]
+    again = TrialRecords(make_spec())
+    again.load(read_trials(tmp_path).to_dict("records"), read_history(tmp_path).to_dict("records"))
+    feed(again, "a", [0.3])  # Tune restarted it; trial.py replays the last report
+    again.end("a")
+    write_tables(again, tmp_path)
+    after = read_trials(tmp_path).set_index("trial_id").loc["a"]
+    assert after.status == "completed" and after.ended_at == before.ended_at
+    assert len(read_history(tmp_path)) == 4

@@ -28,6 +28,7 @@ class TablesCallback(Callback):
     results arrive, and at once when a trial ends (so no finished trial is ever lost)."""
 
     def __init__(self, records: TrialRecords, sweep_dir: str, *, interval_s: float = 5.0):
+        _LIVE_RECORDS[sweep_dir] = records
         self.records = records
         self.sweep_dir = sweep_dir
         self.interval_s = interval_s
@@ -55,9 +56,11 @@ class TablesCallback(Callback):
             pass
 
     def on_step_begin(self, iteration, trials, **info):
+        ids = {t.trial_id for t in trials}
+        _TUNE_TRIALS[self.sweep_dir] = ids
         if not self.reconciled:  # first step of a (resumed) run: Tune's trials are known
             self.reconciled = True
-            self.records.forget_unfinished_except({t.trial_id for t in trials})
+            self.records.forget_unfinished_except(ids)
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.records.start(trial.trial_id, trial.config)
@@ -168,10 +171,24 @@ class ProgressCallback(Callback):
             self._live = None
 
 
-# Live records by sweep directory. Tune pickles its stopper with every experiment
-# checkpoint, so the stopper names the records instead of holding them (which would pickle
-# the whole history each time).
+# Live records by sweep directory. Tune pickles its stopper and searcher with every
+# experiment checkpoint, so they name the records instead of holding them (which would
+# pickle the whole history each time).
 _LIVE_RECORDS: dict[str, TrialRecords] = {}
+_TUNE_TRIALS: dict[str, set[str]] = {}
+
+
+def may_start_trial(sweep_dir: str, num: int) -> bool:
+    """Whether the sweep may start another trial: fewer than ``num`` trials are known.
+
+    Known are the trial table's rows and the trials Tune holds. After a killed driver,
+    Tune's saved state can miss a trial that ended (its row is on disk); without this,
+    Tune would start a replacement and the sweep would run more trials than planned.
+    """
+    records = _LIVE_RECORDS.get(sweep_dir)
+    if records is None:
+        return True
+    return len(set(records.trials) | _TUNE_TRIALS.get(sweep_dir, set())) < num
 
 
 class AllFailedStopper(Stopper):

@@ -14,6 +14,7 @@ Layout of a sweep directory (``<storage>/<name>/``)::
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -268,7 +269,12 @@ def _new_tuner(spec: Spec, sweep_dir: Path, plan: Plan, *, verbose: bool, stream
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = optuna.storages.RDBStorage(optuna_storage_url(sweep_dir))
-    searcher = make_searcher(spec, storage=storage, study_name=sweep_dir.name)
+    from hpsearch.callbacks import may_start_trial
+
+    searcher = make_searcher(
+        spec, storage=storage, study_name=sweep_dir.name,
+        may_start=functools.partial(may_start_trial, str(sweep_dir), spec.trials.num),
+    )
     run = _Run(spec, sweep_dir, verbose=verbose, stream=stream, resume=False)
     tuner = tune.Tuner(
         make_trainable(spec, sweep_dir=str(sweep_dir)),

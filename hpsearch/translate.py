@@ -12,7 +12,7 @@ them to what Optuna samples.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from hpsearch.space.spec import CategoricalParam, FloatParam, IntParam, Param, Spec
 
@@ -97,7 +97,8 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
 
 
 def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = None,
-                  study_name: str | None = None) -> OptunaSearch:
+                  study_name: str | None = None,
+                  may_start: Callable[[], bool] | None = None) -> OptunaSearch:
     """A Tune ``OptunaSearch`` over :func:`define_by_run` with :func:`make_sampler`.
 
     Args:
@@ -106,6 +107,8 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
             ``optuna.storages.JournalStorage(JournalFileBackend(path))``; ``None`` keeps it
             in memory (Tune still pickles it with the experiment).
         study_name: The study's name in ``storage``.
+        may_start: Asked before each new trial; ``False`` ends the search (no new trial).
+            Must be picklable: Tune saves the searcher with the experiment.
 
     Raises:
         TypeError: ``storage`` is not an Optuna storage object (OptunaSearch does not
@@ -119,7 +122,7 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
             "storage must be an optuna.storages.BaseStorage instance such as "
             f"JournalStorage(JournalFileBackend(path)), not {type(storage).__name__}"
         )
-    return _resumable_optuna_search()(
+    searcher = _resumable_optuna_search()(
         space=define_by_run(spec),
         metric=spec.objective.metric,
         mode=spec.objective.mode,
@@ -127,6 +130,8 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
         storage=storage,
         study_name=study_name,
     )
+    searcher.may_start = may_start
+    return searcher
 
 
 def _resumable_optuna_search() -> type:
@@ -143,6 +148,13 @@ def _resumable_optuna_search() -> type:
         from ray.tune.search.optuna import OptunaSearch
 
         class ResumableOptunaSearch(OptunaSearch):
+            may_start = None
+
+            def suggest(self, trial_id):
+                if self.may_start is not None and not self.may_start():
+                    return OptunaSearch.FINISHED
+                return super().suggest(trial_id)
+
             def on_trial_result(self, trial_id, result):
                 try:
                     super().on_trial_result(trial_id, result)

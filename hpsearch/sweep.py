@@ -35,7 +35,7 @@ from hpsearch.manifest import (
     write_manifest,
 )
 from hpsearch.plan import Plan, local_resources, make_plan
-from hpsearch.space.spec import Spec
+from hpsearch.space.spec import Spec, Trials
 
 OPTUNA_FILE = "optuna.db"
 TUNE_DIR = "tune"
@@ -371,7 +371,8 @@ class _InterruptSentinel:
     def __exit__(self, *exc):
         if self._previous is None:
             return False
-        if signal.getsignal(signal.SIGINT) == self._handler:  # bound methods: == not is
+        tune_catches = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") in ("", "0")
+        if tune_catches and signal.getsignal(signal.SIGINT) == self._handler:  # == not is
             self.fired = True
         signal.signal(signal.SIGINT, self._previous)
         return False
@@ -458,7 +459,8 @@ def list_sweeps(storage: str | os.PathLike = "./runs") -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
         try:
-            spec_num = yaml.safe_load((sweep_dir / SPACE_FILE).read_text())["trials"]["num"]
+            raw = yaml.safe_load((sweep_dir / SPACE_FILE).read_text())
+            spec_num = (raw.get("trials") or {}).get("num") or Trials().num
         except Exception:  # noqa: BLE001 - a listing must not die on one odd directory
             spec_num = "?"
         ended, best = 0, None
@@ -470,9 +472,16 @@ def list_sweeps(storage: str | os.PathLike = "./runs") -> list[dict[str, Any]]:
                 mode = manifest.get("objective", {}).get("mode", "min")
                 best = values.min() if mode == "min" else values.max()
         metric = manifest.get("objective", {}).get("metric", "")
+        status = manifest.get("status", "?")
+        if status == "running":
+            from hpsearch.recovery import _same_machine, driver_alive
+
+            last = (manifest.get("runs") or [{}])[-1]
+            if _same_machine(last) and not driver_alive(manifest):
+                status = "died (resume it)"
         rows.append({
             "name": sweep_dir.name,
-            "status": manifest.get("status", "?"),
+            "status": status,
             "trials": f"{ended}/{spec_num}",
             "best": f"{metric} {best:.4g}" if best is not None else "-",
             "started_at": manifest.get("started_at"),

@@ -42,12 +42,12 @@ def start_run(tmp_path: Path, env: dict | None = None) -> subprocess.Popen:
     )
 
 
-def wait_until(predicate, timeout: float = 300) -> None:
+def wait_until(predicate, timeout: float = 300, poll: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(0.5)
+        time.sleep(poll)
     raise AssertionError("condition not reached in time")
 
 
@@ -132,9 +132,9 @@ WORKER_SPACE = """\
     objective: {metric: val_loss, mode: min}
     params:
       lr: {type: float, low: 1.0e-3, high: 3.0e-2, log: true}
-      batch_size: 8
+      batch_size: 4
     search: {algorithm: random, seed: 0}
-    scheduler: {type: fifo, time_attr: epoch, max_t: 10}
+    scheduler: {type: fifo, time_attr: epoch, max_t: 20}
     trials: {num: 1, max_failures: 2}
     resources: {workers: 2}
 """
@@ -159,7 +159,7 @@ def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, no_ra
             return list(csv.DictReader(f))
 
     try:
-        wait_until(lambda: len(progress_rows()) >= 2)
+        wait_until(lambda: len(progress_rows()) >= 2, poll=0.1)
         workers = subprocess.run(["pgrep", "-f", "RayTrainWorker"], capture_output=True,
                                  text=True).stdout.split()
         assert workers, "no Ray Train worker to kill"
@@ -175,7 +175,7 @@ def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, no_ra
     epochs = [float(r["epoch"]) for r in progress_rows()]
     # Every report Tune received, restart included: no step was trained twice and none was
     # skipped, so the first step after the restart followed the checkpoint's step.
-    assert epochs == list(range(1, 11)), epochs
+    assert epochs == list(range(1, 21)), epochs
     per_epoch = steps[0]
-    assert steps == [per_epoch * e for e in range(1, 11)]
-    assert reported_before < 10
+    assert steps == [per_epoch * e for e in range(1, 21)]
+    assert reported_before < 20

@@ -70,3 +70,14 @@ def no_ray_left_behind():
         sys.modules["ray"].shutdown()
     left = _wait_for_no_ray_processes()
     assert not left, "Ray processes left after the tests:\n" + "\n".join(left)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Reports must be bit-for-bit repeatable, and tests share 2 cores with other work."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

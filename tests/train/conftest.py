@@ -1,14 +1,9 @@
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    # Reports must be bit-for-bit repeatable and tests share 2 cores with other work.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread(one_torch_thread):
     yield
-    torch.set_num_threads(threads)
 
 
 def comparable(reports):

@@ -22,16 +22,20 @@ _BEFORE_TESTS: set[str] = set()
 _BEFORE_TESTS.update(ln.split()[0] for ln in ray_processes())
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_instance():
-    """The shared local Ray instance, started through hpsearch itself on first use."""
+    """A local Ray instance started through hpsearch itself, shared by a module's tests
+    and shut down after them (later tests check that they leave Ray alone)."""
     import ray
 
     from hpsearch.cluster import connect
 
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         connect(None)
     yield ray
+    if started:
+        ray.shutdown()
 
 
 @pytest.fixture

@@ -46,6 +46,7 @@ class TablesCallback(Callback):
         try:
             write_tables(self.records, self.sweep_dir)
             self.written_version = version
+            self.storage_error = None  # the tables on disk are whole and current again
         except StorageError as exc:  # keep going; the driver raises it at the end
             self.storage_error = exc
 

@@ -8,6 +8,7 @@ cannot be pickled (streams, a live display); a resumed sweep builds fresh ones a
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from datetime import datetime
@@ -152,7 +153,9 @@ class ProgressCallback(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         row = self.records.trials.get(trial.trial_id, {})
-        self._log(f"trial {trial.trial_id} failed: {row.get('error') or 'see its error.txt'}")
+        where = os.path.join(trial.path, "error.txt") if trial.path else "its error.txt"
+        self._log(f"trial {trial.trial_id} failed: {row.get('error') or 'unknown error'} "
+                  f"(traceback: {where})")
 
     def on_step_end(self, iteration, trials, **info):
         now = time.monotonic()

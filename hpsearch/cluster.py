@@ -118,7 +118,10 @@ def quiet_ray_output(verbose: bool) -> None:
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # legacy reporter, silent at verbose=0
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     # Its Ctrl-C advice ("Tuner.restore(...)") is for Tune users; hpsearch prints its own.
-    logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
+    # A failing trial's traceback goes to its error.txt; progress prints its last line and
+    # that path instead of a page of Ray internals per attempt.
+    logging.getLogger("ray.tune.execution.tune_controller").setLevel(logging.CRITICAL)
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:

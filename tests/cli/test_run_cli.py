@@ -146,3 +146,41 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
     study = optuna.load_study(study_name="slow", storage=f"sqlite:///{sweep / 'optuna.db'}")
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(complete) == 6
+
+
+BOOM = '''
+from hpsearch.workloads import digits
+from hpsearch.train import Workload
+
+
+def build_data(config):
+    raise FileNotFoundError("no data at /data/train.bin: mount the dataset first")
+
+
+WORKLOAD = Workload(build_model=digits.build_model, build_data=build_data)
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_failing_user_code_fails_its_trials_with_the_error_and_stops_the_sweep(
+        tmp_path, no_ray_running):
+    (tmp_path / "boom.py").write_text(BOOM)
+    space = tmp_path / "boom.yaml"
+    space.write_text(textwrap.dedent("""\
+        trainable: boom:WORKLOAD
+        objective: {metric: val_loss, mode: min}
+        params:
+          lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}
+        scheduler: {type: fifo, max_t: 2}
+        trials: {num: 8, max_concurrent: 1, max_failures: 0}
+    """))
+    result = hpsearch_cmd("run", str(space), cwd=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout
+    trials = hpsearch.read_trials(tmp_path / "runs" / "boom")
+    assert len(trials) == 3  # the first 3 all failed: the other 5 never started
+    assert (trials.status == "failed").all()
+    assert trials.error.str.contains("FileNotFoundError: no data at /data/train.bin").all()
+    manifest = (tmp_path / "runs" / "boom" / "manifest.json").read_text()
+    assert '"status": "all_failed"' in manifest

@@ -39,3 +39,15 @@ def test_digits_reaches_high_accuracy_in_a_few_epochs():
     session = LocalSession()
     train({"lr": 1e-2, "epochs": 8}, digits.WORKLOAD, session)
     assert session.reports[-1]["val_accuracy"] > 0.93
+
+
+def test_digits_read_without_sklearn_import_equal_load_digits():
+    from sklearn.datasets import load_digits
+
+    from hpsearch.workloads.digits import _bundled_digits_csv, _digits
+
+    assert _bundled_digits_csv() is not None
+    x, y = _digits()
+    bunch = load_digits()
+    assert torch.equal(x, torch.tensor(bunch.data, dtype=torch.float32) / 16.0)
+    assert torch.equal(y, torch.tensor(bunch.target, dtype=torch.long))

@@ -46,8 +46,8 @@ def epoch_seconds() -> float:
 
 def run(workers: int, trials: int, epochs: int, root: str) -> dict[str, float]:
     from hpsearch.space import parse_space
-    from hpsearch.sweep import run_sweep
-    from hpsearch.tables import read_trials
+    from hpsearch.driver.sweep import run_sweep
+    from hpsearch.store.tables import read_trials
 
     timing = os.path.join(root, f"timing-{workers}.jsonl")
     spec = parse_space({
@@ -84,7 +84,7 @@ def main() -> None:
     per_epoch = epoch_seconds()
     epochs = max(1, round(args.trial_seconds / per_epoch))
 
-    from hpsearch.cluster import connect
+    from hpsearch.driver.connect import connect
 
     t = time.perf_counter()
     conn = connect(None)

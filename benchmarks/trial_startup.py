@@ -49,8 +49,8 @@ def space(workers: int, trials: int, timing_file: str) -> dict:
 
 def measure(workers: int, trials: int, root: str) -> list[dict[str, float]]:
     from hpsearch.space import parse_space
-    from hpsearch.sweep import run_sweep
-    from hpsearch.tables import read_trials
+    from hpsearch.driver.sweep import run_sweep
+    from hpsearch.store.tables import read_trials
 
     timing = os.path.join(root, f"timing-{workers}.jsonl")
     spec = parse_space(space(workers, trials, timing))
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args()
 
-    from hpsearch.cluster import connect
+    from hpsearch.driver.connect import connect
 
     os.chdir(Path(__file__).resolve().parents[1])  # so workers import benchmarks._timed
     conn = connect(None)

@@ -2,6 +2,15 @@
 
 The public API is re-exported here lazily, so ``import hpsearch`` stays cheap and
 ``hpsearch validate`` never loads Ray or torch.
+
+Packages, in the order data flows through them::
+
+    space/      YAML -> validated, frozen Spec          (no Ray, no torch)
+    workloads/  built-in trainables; finding a trainable reference without running it
+    train/      the training harness: loop, lr schedule, precision, checkpoints (no Ray)
+    driver/     everything that talks to Ray: plan, search, runners, callbacks, fit, resume
+    store/      the sweep directory: layout, records, tables, manifest, retention (no Ray)
+    cli/        one thin module per command
 """
 
 from __future__ import annotations
@@ -18,13 +27,14 @@ _EXPORTS = {
     "apply_overrides": "hpsearch.space",
     "Spec": "hpsearch.space",
     # sweeps
-    "run_sweep": "hpsearch.sweep",
-    "resume_sweep": "hpsearch.sweep",
-    "list_sweeps": "hpsearch.sweep",
-    "SweepResult": "hpsearch.sweep",
+    "run_sweep": "hpsearch.driver.sweep",
+    "resume_sweep": "hpsearch.driver.sweep",
+    "SweepResult": "hpsearch.driver.fit",
+    "list_sweeps": "hpsearch.store.listing",
+    "SweepDir": "hpsearch.store.layout",
     # trial tables, for notebooks
-    "read_trials": "hpsearch.tables",
-    "read_history": "hpsearch.tables",
+    "read_trials": "hpsearch.store.tables",
+    "read_history": "hpsearch.store.tables",
     # bring your own model
     "Workload": "hpsearch.train.workload",
     # errors

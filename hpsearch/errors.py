@@ -18,6 +18,9 @@ __all__ = [
     "SweepExistsError",
     "SweepNotFoundError",
     "StorageError",
+    "DamagedSweepError",
+    "InvalidArgumentError",
+    "TrialFailedError",
 ]
 
 
@@ -96,5 +99,27 @@ class SweepNotFoundError(HpsearchError):
 
 class StorageError(HpsearchError):
     """The sweep directory cannot be written (full disk, permissions)."""
+
+    exit_code = 1
+
+
+class DamagedSweepError(HpsearchError):
+    """A file of a sweep directory cannot be read back (truncated, edited, not ours).
+
+    Nothing is deleted or rewritten when this is raised.
+    """
+
+    exit_code = 2
+
+
+class InvalidArgumentError(HpsearchError):
+    """A command-line value that cannot work: a sweep name with ``/``, ``--storage /proc``."""
+
+    exit_code = 2
+
+
+class TrialFailedError(HpsearchError):
+    """``hpsearch trial``: the training code raised. The message is the exception's last
+    line and where its full traceback was saved."""
 
     exit_code = 1

@@ -28,7 +28,7 @@ def ray_instance():
     and shut down after them (later tests check that they leave Ray alone)."""
     import ray
 
-    from hpsearch.cluster import connect
+    from hpsearch.driver.connect import connect
 
     started = not ray.is_initialized()
     if started:

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpsearch.manifest import new_manifest, write_manifest
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.manifest import new_manifest, write_manifest
 from hpsearch.space import load_space
-from hpsearch.tables import TrialRecords, write_tables
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.tables import write_tables
 
 ROOT = Path(__file__).parents[1]
 NOTEBOOK = ROOT / "notebooks" / "analyze_sweep.ipynb"
@@ -77,7 +79,7 @@ def sweep_dir(tmp_path):
         objective={"metric": spec.objective.metric, "mode": spec.objective.mode},
     )
     manifest["plan"] = {"slots": 2, "rungs": list(spec.scheduler.rungs())}
-    write_manifest(sweep, manifest)
+    write_manifest(SweepDir(sweep), manifest)
 
     records = TrialRecords(spec)
     for trial_id, (params, losses, ending) in TRIALS.items():
@@ -89,7 +91,7 @@ def sweep_dir(tmp_path):
             records.end(trial_id)
         elif ending == "error":
             records.end(trial_id, errored=True, error="RuntimeError: CUDA error: out of memory")
-    write_tables(records, sweep)
+    write_tables(records, SweepDir(sweep))
     return sweep
 
 

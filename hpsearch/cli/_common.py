@@ -19,10 +19,13 @@ EXIT_INTERRUPTED = 130
 
 
 def format_error(exc: HpsearchError) -> str:
-    """``error: ...``: one line for one problem, a header and an indented list for more."""
+    """``error: ...``: one line for one problem, a header and an indented list for more.
+    Control characters from user input are shown escaped, never sent to the terminal."""
+    from hpsearch.store.summary import printable
+
     if isinstance(exc, SpaceError) and len(exc.issues) == 1:
-        return f"error: {exc.issues[0]}"
-    return f"error: {exc}"
+        return f"error: {printable(exc.issues[0])}"
+    return "error: " + "\n".join(printable(line) for line in str(exc).split("\n"))
 
 
 def handle_errors(func: F) -> F:

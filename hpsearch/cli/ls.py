@@ -12,7 +12,7 @@ from hpsearch.cli._common import handle_errors
 @handle_errors
 def ls(storage):
     """List sweeps: name, status, trials ended/planned, best value, start time."""
-    from hpsearch.sweep import list_sweeps
+    from hpsearch.store.listing import list_sweeps
 
     rows = list_sweeps(storage)
     if not rows:

@@ -19,9 +19,10 @@ def resume(name, storage, address, verbose):
     import sys
 
     from hpsearch.cli.run import print_summary
+    from hpsearch.driver.sweep import resume_sweep
     from hpsearch.space import load_space
-    from hpsearch.sweep import SPACE_FILE, resume_sweep
+    from hpsearch.store.layout import SweepDir
 
     result = resume_sweep(name, storage=storage, address=address, verbose=verbose)
-    print_summary(result, load_space(result.sweep_dir / SPACE_FILE))
+    print_summary(result, load_space(SweepDir.of(result.sweep_dir).space))
     sys.exit(result.exit_code)

@@ -42,7 +42,7 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
         overrides.append(f"budget.time={time_budget}")
     spec = load_space(space, overrides)
 
-    from hpsearch.sweep import run_sweep
+    from hpsearch.driver.sweep import run_sweep
 
     result = run_sweep(
         spec, name=name, storage=storage, address=address, max_concurrent=max_concurrent,
@@ -68,8 +68,8 @@ def rerun_command(space_path: str, best: dict, spec) -> str:
 
 
 def print_summary(result, spec) -> None:
-    from hpsearch.progress import best_config_text, fmt_value
-    from hpsearch.sweep import SPACE_FILE
+    from hpsearch.store.layout import SweepDir
+    from hpsearch.store.summary import best_config_text, fmt_value
 
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
     click.echo("")
@@ -80,9 +80,10 @@ def print_summary(result, spec) -> None:
             f"best {spec.objective.metric} {fmt_value(best['best_value'])} "
             f"(trial {best['trial_id']}): {best_config_text(best, spec)}"
         )
-        click.echo("rerun it:  " + rerun_command(str(result.sweep_dir / SPACE_FILE), best, spec))
+        sweep = SweepDir.of(result.sweep_dir)
+        click.echo("rerun it:  " + rerun_command(str(sweep.space), best, spec))
     else:
         click.echo("no trial reported a finite objective value: see the error column of the "
                    "trial table.")
-    click.echo(f"tables:    {result.sweep_dir}/trials.parquet, history.parquet "
-               "(hpsearch.read_trials)")
+    sweep = SweepDir.of(result.sweep_dir)
+    click.echo(f"tables:    {sweep.trials}, {sweep.history.name} (hpsearch.read_trials)")

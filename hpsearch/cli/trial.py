@@ -17,9 +17,11 @@ from hpsearch.cli._common import handle_errors
                    "Ray; more (or a raw Ray Train loop) run on Ray Train.")
 @click.option("--output", type=click.Path(file_okay=False),
               help="Write DIR/history.parquet (and trials.parquet), as sweeps do.")
+@click.option("--overwrite", is_flag=True,
+              help="Let --output replace trial tables already in that directory.")
 @click.option("--address", envvar="RAY_ADDRESS", help="Ray cluster for --workers > 1.")
 @handle_errors
-def trial(space, overrides, workers, output, address):
+def trial(space, overrides, workers, output, overwrite, address):
     """Train one configuration of SPACE and print its metrics as it goes.
 
     Parameters not set take their midpoint (log-midpoint for log scales) or their first
@@ -29,12 +31,16 @@ def trial(space, overrides, workers, output, address):
     import sys
     import time
 
+    from hpsearch.driver.single import format_report, run_single, single_config
     from hpsearch.space import load_space
-    from hpsearch.trial import check_harness_config, format_report, run_single, single_config
 
     spec = load_space(space, overrides)
-    check_harness_config(spec)
     config, chosen = single_config(spec)
+    out = None
+    if output:
+        from hpsearch.store.tables import prepare_single_trial_dir
+
+        out = prepare_single_trial_dir(output, overwrite=overwrite)
     for p in spec.params:
         if p.name in chosen:
             how = "first choice" if p.type == "categorical" else "midpoint"
@@ -51,11 +57,11 @@ def trial(space, overrides, workers, output, address):
         click.echo(format_report(metrics))
 
     reports = run_single(spec, config, workers=workers, on_report=on_report, address=address)
-    if output:
-        from hpsearch.tables import write_single_trial
+    if out is not None:
+        from hpsearch.store.tables import write_single_trial
 
-        write_single_trial(spec, chosen, reports, output)
-        click.echo(f"wrote {output}/history.parquet and trials.parquet")
+        write_single_trial(spec, chosen, reports, out)
+        click.echo(f"wrote {out.history} and {out.trials.name}")
     last = reports[-1] if reports else {}
     status = last.get("status", "completed")
     click.echo(f"{status}: {spec.objective.metric} = {last.get(spec.objective.metric)}")

@@ -6,11 +6,11 @@ overrides, which :func:`apply_overrides` applies on its own.
 """
 
 from hpsearch.space._summary import summarize
+from hpsearch.space._validate import storage_problem
 from hpsearch.space.duration import format_duration, parse_duration
-from hpsearch.space.load import load_space, parse_space
+from hpsearch.space.load import check_harness_values, load_space, parse_space
 from hpsearch.space.overrides import apply_overrides
 from hpsearch.space.spec import (
-    PRECISIONS,
     Budget,
     CategoricalParam,
     Checkpoints,
@@ -27,7 +27,6 @@ from hpsearch.space.spec import (
 )
 
 __all__ = [
-    "PRECISIONS",
     "Budget",
     "CategoricalParam",
     "Checkpoints",
@@ -42,9 +41,11 @@ __all__ = [
     "Spec",
     "Trials",
     "apply_overrides",
+    "check_harness_values",
     "format_duration",
     "load_space",
     "parse_duration",
     "parse_space",
+    "storage_problem",
     "summarize",
 ]

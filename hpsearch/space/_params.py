@@ -8,6 +8,11 @@ has one of the given values.
 Conditions on a *fixed* parameter are decided here, once: the parameter is kept without
 its condition if the fixed value matches, and dropped otherwise. That is how
 ``--set precision=bf16`` switches off ``loss_scale_init: {..., when: {precision: fp16}}``.
+
+This layer knows no parameter by name. What values a trainable accepts for a key (the
+harness's ``precision``, ``lr``, ...) comes in as ``rules``: a mapping from parameter name
+to an object with ``issue(value) -> (kind, message) | None``. Fixed values, both ends of
+every searched range, every choice and every condition value are checked against it.
 """
 
 from __future__ import annotations
@@ -28,13 +33,13 @@ from hpsearch.space._schema import (
     suggest,
 )
 from hpsearch.space._yaml import REJECTED, Index
-from hpsearch.space.spec import PRECISIONS, TRIAL_COLUMNS, CategoricalParam, Condition, FloatParam, IntParam
+from hpsearch.space.spec import TRIAL_COLUMNS, CategoricalParam, Condition, FloatParam, IntParam
 
 __all__ = ["read_params"]
 
-PRECISION = "precision"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _INT_LIMIT = 2**53  # above this, Optuna's float arithmetic loses integers
+_MAX_STEPS = 1e12  # values on a stepped float range; beyond, decimal arithmetic overflows
 _TYPES = ("float", "int", "categorical", "fixed")
 _KEYS = {
     "float": ("type", "low", "high", "log", "step", "when"),
@@ -79,8 +84,15 @@ class _Draft:
     condition: Any = None  # Condition, None, or BAD
 
 
-def read_params(value: Any, report: Report, *, present: bool, budget_key: str | None) -> Any:
-    """Read ``params`` into ``(searched params, fixed values)``, or :data:`BAD`."""
+def read_params(value: Any, report: Report, *, present: bool, budget_key: str | None,
+                rules: Mapping[str, Any] | None = None) -> Any:
+    """Read ``params`` into ``(searched params, fixed values)``, or :data:`BAD`.
+
+    Args:
+        rules: Parameter name -> rule with ``issue(value)``: the values the trainable
+            accepts for that key (see the module docstring).
+    """
+    rules = rules or {}
     path = ("params",)
     if value is None:
         what = "is missing" if not present else "is null"
@@ -96,13 +108,14 @@ def read_params(value: Any, report: Report, *, present: bool, budget_key: str | 
     for name, definition in mapping.items():
         param_path = path + (name,)
         name_ok = _check_name(name, param_path, report, budget_key)
-        draft = _read_definition(name, definition, param_path, report)
+        draft = _read_definition(name, definition, param_path, report, rules.get(name))
         if not name_ok:
             draft.kind = "invalid"
         drafts.append(draft)
     for index, draft in enumerate(drafts):
         if draft.when is not None:
-            draft.condition = _read_condition(draft, drafts[:index], drafts[index + 1:], report)
+            draft.condition = _read_condition(draft, drafts[:index], drafts[index + 1:], report,
+                                              rules)
     if any(d.kind == "invalid" or d.condition is BAD for d in drafts):
         return BAD
     return _resolve_conditions(drafts)
@@ -129,23 +142,34 @@ def _check_name(name: Any, path: tuple, report: Report, budget_key: str | None) 
     return True
 
 
-def _read_definition(name: Any, definition: Any, path: tuple, report: Report) -> _Draft:
+def _read_definition(name: Any, definition: Any, path: tuple, report: Report,
+                     rule: Any) -> _Draft:
     draft = _Draft(name=name, path=path, kind="invalid")
     if definition is REJECTED:
         return draft
     if isinstance(definition, Mapping):
-        return _read_searched(draft, definition, report)
+        return _read_searched(draft, definition, report, rule)
     if isinstance(definition, (list, tuple)):
         report.add(path, "type", "a list is ambiguous here: write `{type: categorical, choices: "
                    "[...]}` to search these values, or `{type: fixed, value: [...]}` to pass "
                    "the list to every trial")
         return draft
-    if _check_fixed_value(name, definition, path, report):
+    if _check_fixed_value(definition, path, report, rule):
         draft.kind, draft.param = "fixed", definition
     return draft
 
 
-def _check_fixed_value(name: Any, value: Any, path: tuple, report: Report) -> bool:
+def _check_rule(rule: Any, value: Any, path: tuple, report: Report, *, prefix: str = "") -> bool:
+    """Whether ``value`` passes the trainable's rule for this key (if it has one)."""
+    found = rule.issue(value) if rule is not None else None
+    if found is None:
+        return True
+    kind, message = found
+    report.add(path, kind, prefix + message)
+    return False
+
+
+def _check_fixed_value(value: Any, path: tuple, report: Report, rule: Any) -> bool:
     if not is_scalar(value) and not isinstance(value, (list, tuple, Mapping)):
         report.add(path, "type", f"a fixed value must be a string, number, boolean or null "
                    f"{got(value)}; quote it to pass it as a string")
@@ -153,13 +177,10 @@ def _check_fixed_value(name: Any, value: Any, path: tuple, report: Report) -> bo
     if isinstance(value, float) and not math.isfinite(value):
         report.add(path, "range", f"must be a finite number (got {show(value)})")
         return False
-    if name == PRECISION and value not in PRECISIONS:
-        report.add(path, "choice", f"must be one of {', '.join(PRECISIONS)} {got(value)}")
-        return False
-    return True
+    return _check_rule(rule, value, path, report)
 
 
-def _read_searched(draft: _Draft, spec: Mapping, report: Report) -> _Draft:
+def _read_searched(draft: _Draft, spec: Mapping, report: Report, rule: Any) -> _Draft:
     path = draft.path
     kind = spec.get("type")
     if kind is REJECTED:
@@ -182,15 +203,35 @@ def _read_searched(draft: _Draft, spec: Mapping, report: Report) -> _Draft:
         if "value" not in spec:
             report.add(path + ("value",), "missing", "required key is missing for a fixed "
                        "parameter")
-        elif spec["value"] is not REJECTED and _check_fixed_value(draft.name, spec["value"],
-                                                                  path + ("value",), report):
+        elif spec["value"] is not REJECTED and _check_fixed_value(spec["value"],
+                                                                  path + ("value",), report, rule):
             draft.kind, draft.param = "fixed", spec["value"]
         return draft
     reader = {"float": _read_float, "int": _read_int, "categorical": _read_categorical}[kind]
     param = reader(draft.name, spec, path, report)
+    if param is not BAD and not _param_within_rule(param, path, report, rule):
+        param = BAD
     if param is not BAD:
         draft.kind, draft.param, draft.when = kind, param, spec.get("when")
     return draft
+
+
+def _param_within_rule(param: Any, path: tuple, report: Report, rule: Any) -> bool:
+    """Every value the search can propose passes the rule: both ends of a range (the last
+    value a step reaches), every choice."""
+    if rule is None:
+        return True
+    if isinstance(param, CategoricalParam):
+        return all([_check_rule(rule, c, path + ("choices", Index(i)), report)
+                    for i, c in enumerate(param.choices)])
+    high = param.high
+    if param.step and not param.log:
+        high = param.low + math.floor((param.high - param.low) / param.step + 1e-9) * param.step
+        high = type(param.high)(high)
+    low_ok = _check_rule(rule, param.low, path + ("low",), report)
+    high_ok = _check_rule(rule, high, path + ("high",), report,
+                          prefix="" if high == param.high else f"the largest value, {high}, ")
+    return low_ok and high_ok
 
 
 def _guess_type(spec: Mapping) -> str:
@@ -242,9 +283,13 @@ def _read_float(name: str, spec: Mapping, path: tuple, report: Report) -> Any:
                               "true`; Optuna samples a log scale without steps")
     elif step is not None and ok(low, high, step):
         span = high - low
-        if step > span:
+        if _decimal(step) > _decimal(high) - _decimal(low):  # exact: 0.95 - 0.9 < 0.05 in floats
             step = report.add(path + ("step",), "range", f"must be <= high - low "
                               f"({span:g}) (got {show(step)})")
+        elif span / step > _MAX_STEPS:
+            step = report.add(path + ("step",), "range", f"is too small for the range: (high - "
+                              f"low) / step must be at most {_MAX_STEPS:.0e} (got "
+                              f"{show(step)} for a range of {span:g})")
         elif not _is_multiple(span=(low, high), step=step):
             step = report.add(path + ("step",), "range", f"high - low ({span:g}) must be a "
                               f"multiple of step (got {show(step)})")
@@ -254,9 +299,14 @@ def _read_float(name: str, spec: Mapping, path: tuple, report: Report) -> Any:
                       step=float(step) if step is not None else None)
 
 
+def _decimal(x: float) -> Decimal:
+    """The number as written (``0.95``), not its binary float."""
+    return Decimal(repr(float(x)))
+
+
 def _is_multiple(*, span: tuple[float, float], step: float) -> bool:
-    low, high = (Decimal(repr(float(x))) for x in span)
-    return (high - low) % Decimal(repr(float(step))) == 0
+    low, high = (_decimal(x) for x in span)
+    return (high - low) % _decimal(step) == 0
 
 
 def _read_int(name: str, spec: Mapping, path: tuple, report: Report) -> Any:
@@ -305,14 +355,15 @@ def _read_categorical(name: str, spec: Mapping, path: tuple, report: Report) -> 
     if not choices:
         return report.add(choices_path, "empty", "must list at least one value")
     valid = True
+    first_index: dict[Any, int] = {}  # value -> index of its first occurrence: one pass
     for i, choice in enumerate(choices):
-        if not _check_choice(name, choice, choices, i, choices_path, report):
+        if not _check_choice(choice, choices, i, choices_path, report, first_index):
             valid = False
     return CategoricalParam(name=name, choices=tuple(choices)) if valid else BAD
 
 
-def _check_choice(name: str, choice: Any, choices: list, i: int, path: tuple,
-                  report: Report) -> bool:
+def _check_choice(choice: Any, choices: list, i: int, path: tuple, report: Report,
+                  first_index: dict[Any, int]) -> bool:
     here = path + (Index(i),)
     if choice is REJECTED:
         return False
@@ -323,23 +374,20 @@ def _check_choice(name: str, choice: Any, choices: list, i: int, path: tuple,
     if isinstance(choice, float) and not math.isfinite(choice):
         report.add(here, "range", f"a choice must be a finite number (got {show(choice)})")
         return False
-    for j in range(i):
-        if choices[j] == choice and is_scalar(choices[j]):
-            if show(choices[j]) == show(choice):
-                message = f"duplicate choice {show(choice)} (same as choices[{j}])"
-            else:
-                message = (f"duplicate choice {show(choice)}: it equals choices[{j}] "
-                           f"({show(choices[j])}) in Python, so Optuna cannot tell them apart")
-            report.add(here, "duplicate", message)
-            return False
-    if name == PRECISION and choice not in PRECISIONS:
-        report.add(here, "choice", f"must be one of {', '.join(PRECISIONS)} {got(choice)}")
+    j = first_index.setdefault(choice, i)  # dict keys compare as Python does: 1 == 1.0 == True
+    if j != i:
+        if show(choices[j]) == show(choice):
+            message = f"duplicate choice {show(choice)} (same as choices[{j}])"
+        else:
+            message = (f"duplicate choice {show(choice)}: it equals choices[{j}] "
+                       f"({show(choices[j])}) in Python, so Optuna cannot tell them apart")
+        report.add(here, "duplicate", message)
         return False
     return True
 
 
 def _read_condition(draft: _Draft, earlier: list[_Draft], later: list[_Draft],
-                    report: Report) -> Any:
+                    report: Report, rules: Mapping[str, Any]) -> Any:
     path = draft.path + ("when",)
     when = report.mapping(draft.when, path, example="{precision: fp16}")
     if when is BAD:
@@ -378,21 +426,20 @@ def _read_condition(draft: _Draft, earlier: list[_Draft], later: list[_Draft],
             report.add(here, "type", f"expected a value of `{ref}` {got(value)}")
             valid = False
         elif (target.kind == "categorical" and value not in target.param.choices
-              and not _narrowed_by_override(target, value, report)):
+              and not _narrowed_by_override(target, value, report, rules.get(ref))):
             report.add(here, "condition", f"{show(value)} is not one of `{ref}`'s choices "
                        f"({', '.join(show(c) for c in target.param.choices)})")
             valid = False
-        elif target.kind == "fixed" and ref == PRECISION and value not in PRECISIONS:
-            report.add(here, "choice", f"must be one of {', '.join(PRECISIONS)} {got(value)}")
+        elif target.kind == "fixed" and not _check_rule(rules.get(ref), value, here, report):
             valid = False
     return Condition(param=ref, values=tuple(listed)) if valid else BAD
 
 
-def _narrowed_by_override(target: _Draft, value: Any, report: Report) -> bool:
+def _narrowed_by_override(target: _Draft, value: Any, report: Report, rule: Any) -> bool:
     """A ``--set`` that narrows the choices may leave a condition that can never hold;
     that is not a mistake in the file (the parameter is dropped), unless the value could
-    never have been valid (a precision other than fp32/bf16/fp16)."""
-    if target.name == PRECISION and value not in PRECISIONS:
+    never have been valid (the trainable's rule refuses it)."""
+    if rule is not None and rule.issue(value) is not None:
         return False
     return report.is_overridden(target.path + ("choices",))
 

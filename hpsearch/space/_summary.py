@@ -16,7 +16,7 @@ def summarize(spec: Spec) -> str:
         >>> from hpsearch.space import load_space
         >>> print(summarize(load_space("search_spaces/quickstart.yaml")))  # doctest: +SKIP
     """
-    from hpsearch.trainables import BUILTINS
+    from hpsearch.workloads.resolve import BUILTINS
 
     rows: list[tuple[str, str]] = []
     builtin = " (built-in)" if spec.trainable in BUILTINS else ""

@@ -8,14 +8,16 @@ The parameters live in :mod:`._params`.
 from __future__ import annotations
 
 import copy
+import os
 import re
 from typing import Any, Mapping
 
-from hpsearch.errors import SpaceError
+from hpsearch.errors import SpaceError, TrainableError
 from hpsearch.space._params import read_params
 from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
 from hpsearch.space._yaml import REJECTED
 from hpsearch.space.duration import parse_duration
+from hpsearch.workloads.resolve import TrainableRef, check_reference, find_trainable
 from hpsearch.space.spec import (
     Budget,
     Checkpoints,
@@ -27,7 +29,7 @@ from hpsearch.space.spec import (
     Trials,
 )
 
-__all__ = ["SECTIONS", "sort_issues", "validate"]
+__all__ = ["SECTIONS", "sort_issues", "storage_problem", "validate"]
 
 #: Top-level sections, in the order the docs list them.
 SECTIONS = (
@@ -50,7 +52,7 @@ _SEED_LIMIT = 2**32  # numpy's RandomState, under Optuna's samplers, takes seeds
 
 
 def validate(raw: Any, *, report: Report, default_name: str, source: str | None,
-             resolve_trainable: bool = True) -> Spec:
+             resolve_trainable: bool = True, harness: bool | None = None) -> Spec:
     """Build a :class:`Spec` from ``raw`` or raise :class:`SpaceError` with every issue.
 
     Args:
@@ -58,9 +60,11 @@ def validate(raw: Any, *, report: Report, default_name: str, source: str | None,
         report: Collects issues; may already hold some from reading the file.
         default_name: The sweep name when ``name`` is absent.
         source: The file the mapping came from, stored on the spec.
-        resolve_trainable: Import ``module:function`` trainables to check they exist.
+        resolve_trainable: Locate ``module:function`` trainables (never importing them).
+        harness: Check values against the training harness's rules: ``None`` when the
+            trainable's source shows it is a harness workload.
     """
-    spec = _read_spec(raw, report, default_name, source, resolve_trainable)
+    spec = _read_spec(raw, report, default_name, source, resolve_trainable, harness)
     if report.issues or spec is BAD:
         raise SpaceError(sort_issues(report.issues))
     return spec
@@ -72,7 +76,7 @@ def sort_issues(issues: list) -> list:
 
 
 def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
-               resolve_trainable: bool) -> Any:
+               resolve_trainable: bool, harness: bool | None) -> Any:
     if raw is REJECTED:
         return BAD
     if raw is None:
@@ -83,9 +87,10 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
                           f"objective, params, ...) at the top level {got(raw)}")
     report.reject_unknown_keys(raw, (), SECTIONS, what="section")
     scheduler = _read_scheduler(raw, report)
+    trainable = _read_trainable(raw, report, resolve_trainable)
     parts = dict(
         name=_read_name(raw, report, default_name),
-        trainable=_read_trainable(raw, report, resolve_trainable),
+        trainable=trainable.ref if isinstance(trainable, TrainableRef) else trainable,
         objective=_read_objective(raw, report),
         search=_read_search(raw, report),
         scheduler=scheduler,
@@ -98,13 +103,33 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
     budget_key = None
     if scheduler is not BAD:
         budget_key = "epochs" if scheduler.time_attr == "epoch" else "max_steps"
+    contract = _harness_contract(trainable, harness)
     params = read_params(raw.get("params"), report, present="params" in raw,
-                         budget_key=budget_key)
+                         budget_key=budget_key, rules=contract.KEYS if contract else None)
     if not ok(params, *parts.values()):
         return BAD
     searched, fixed = params
-    return Spec(params=searched, fixed=fixed, source=source, raw=copy.deepcopy(dict(raw)),
+    spec = Spec(params=searched, fixed=fixed, source=source, raw=copy.deepcopy(dict(raw)),
                 **parts)
+    if contract is not None and not report.issues:
+        try:  # rules between keys (min_lr <= lr), on the config `hpsearch trial` would run
+            contract.HarnessConfig.from_config(spec.trial_config(spec.default_config()))
+        except ValueError as exc:
+            return report.add(("params",), "harness", f"the training loop refuses the default "
+                              f"config: {exc}")
+    return spec
+
+
+def _harness_contract(trainable: Any, harness: bool | None) -> Any:
+    """The harness's config rules (:mod:`hpsearch.train.keys`) when ``trainable`` is a
+    harness workload, as far as its source tells without running it; else ``None``."""
+    if harness is None:
+        harness = isinstance(trainable, TrainableRef) and trainable.kind == "harness"
+    if not harness:
+        return None
+    from hpsearch.train import keys
+
+    return keys
 
 
 def _read_name(raw: Mapping, report: Report, default: str) -> Any:
@@ -119,8 +144,8 @@ def _read_name(raw: Mapping, report: Report, default: str) -> Any:
 
 
 def _read_trainable(raw: Mapping, report: Report, resolve: bool) -> Any:
-    from hpsearch.trainables import check_trainable
-
+    """The trainable reference, located (never imported) when ``resolve``: a
+    :class:`TrainableRef` that knows whether it is a harness workload."""
     if raw.get("trainable") is None:
         what = "is missing" if "trainable" not in raw else "is null"
         return report.add(("trainable",), "missing", f"required section {what}; add e.g. "
@@ -128,15 +153,10 @@ def _read_trainable(raw: Mapping, report: Report, resolve: bool) -> Any:
     ref = report.text(raw, (), "trainable")
     if ref is BAD:
         return BAD
-    if resolve:
-        problem = check_trainable(ref)
-    else:
-        from hpsearch.trainables import _check_reference_syntax
-
-        problem = _check_reference_syntax(ref)
-    if problem is not None:
-        return report.add(("trainable",), "trainable", problem)
-    return ref
+    try:
+        return find_trainable(ref) if resolve else TrainableRef(check_reference(ref), "unknown")
+    except TrainableError as exc:
+        return report.add(("trainable",), "trainable", str(exc))
 
 
 def _read_objective(raw: Mapping, report: Report) -> Any:
@@ -284,7 +304,34 @@ def _read_storage(raw: Mapping, report: Report) -> Any:
         return report.add(("storage",), "format",
                           "must be a filesystem path; object-store URIs are not supported yet. "
                           f"On a multi-node cluster use a path every node mounts (NFS) {got(storage)}")
+    if isinstance(storage, str):
+        problem = storage_problem(storage)
+        if problem:
+            return report.add(("storage",), "storage", f"{problem} {got(storage)}")
     return storage
+
+
+_SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+
+
+def storage_problem(storage: str) -> str | None:
+    """Why ``storage`` cannot hold sweep directories, judged from the filesystem as it is
+    now (nothing is created), or ``None``."""
+    path = os.path.abspath(os.path.expanduser(storage))
+    real = os.path.realpath(path)
+    for system in _SYSTEM_DIRS:
+        if real == system or real.startswith(system + "/"):
+            return f"must be a directory for sweeps, not inside the system directory {system}"
+    probe = path
+    while not os.path.lexists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if os.path.lexists(probe) and not os.path.isdir(probe):
+        what = "is" if probe == path else f"is inside {probe}, which is"
+        return f"must be a directory for sweeps, but it {what} a file"
+    return None
 
 
 def _read_checkpoints(raw: Mapping, report: Report) -> Any:

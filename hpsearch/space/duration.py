@@ -8,10 +8,11 @@ import re
 __all__ = ["parse_duration", "format_duration"]
 
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"  # ASCII digits only: "١٢h" is not 12 h
 _DURATION = re.compile(
     rf"^(?:(?P<d>{_NUMBER})\s*d)?\s*(?:(?P<h>{_NUMBER})\s*h)?\s*"
-    rf"(?:(?P<m>{_NUMBER})\s*m)?\s*(?:(?P<s>{_NUMBER})\s*s)?$"
+    rf"(?:(?P<m>{_NUMBER})\s*m)?\s*(?:(?P<s>{_NUMBER})\s*s)?$",
+    re.ASCII,
 )
 _FORMS = "90s, 30m, 8h, 1h30m, 2d or a number of seconds"
 
@@ -41,7 +42,7 @@ def parse_duration(value: object) -> float:
         raise ValueError(f"expected a duration such as {_FORMS} (got {value!r})")
     if isinstance(value, str):
         text = value.strip().lower()
-        if re.fullmatch(_NUMBER, text):
+        if re.fullmatch(_NUMBER, text, re.ASCII):
             seconds = float(text)
         else:
             match = _DURATION.match(text)

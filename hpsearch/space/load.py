@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from typing import Any, Iterable, Mapping
 
 from hpsearch.errors import SpaceError, SpaceIssue
@@ -13,7 +14,7 @@ from hpsearch.space._yaml import Document, parse_yaml
 from hpsearch.space.overrides import Override, _apply, parse_overrides
 from hpsearch.space.spec import Spec
 
-__all__ = ["load_space", "parse_space"]
+__all__ = ["check_harness_values", "load_space", "parse_space"]
 
 _MAX_BYTES = 1 << 20
 
@@ -26,7 +27,8 @@ def load_space(path: str | os.PathLike[str], overrides: Iterable[str] = (), *,
         path: The YAML file.
         overrides: ``key.path=value`` items applied before validation (see
             :func:`apply_overrides`).
-        resolve_trainable: Import a ``module:function`` trainable to check that it exists.
+        resolve_trainable: Locate a ``module:function`` trainable and read its source (never
+            importing it) to check that it exists.
             Built-in names never import anything.
 
     Returns:
@@ -57,7 +59,8 @@ def parse_space(mapping: Mapping[str, Any], *, source: str | None = None,
         source: Where the mapping came from, for messages and ``spec.source``; its stem is
             the default name.
         overrides: ``key.path=value`` items applied before validation.
-        resolve_trainable: Import a ``module:function`` trainable to check that it exists.
+        resolve_trainable: Locate a ``module:function`` trainable and read its source (never
+            importing it) to check that it exists.
 
     Raises:
         SpaceError: Every problem found, with key paths.
@@ -69,7 +72,7 @@ def parse_space(mapping: Mapping[str, Any], *, source: str | None = None,
 
 
 def _build(doc: Document, overrides: Iterable[str], *, file: str | None, source: str | None,
-           default_name: str, resolve_trainable: bool) -> Spec:
+           default_name: str, resolve_trainable: bool, harness: bool | None = None) -> Spec:
     fatal = [i for i in doc.issues if i.kind in ("yaml", "encoding") and not i.path]
     if fatal:
         raise SpaceError(fatal)
@@ -82,9 +85,24 @@ def _build(doc: Document, overrides: Iterable[str], *, file: str | None, source:
     report.issues.extend(doc.issues)
     try:
         return validate(raw, report=report, default_name=default_name, source=source,
-                        resolve_trainable=resolve_trainable)
+                        resolve_trainable=resolve_trainable, harness=harness)
     except SpaceError as exc:
         raise SpaceError(sort_issues(list(exc.issues))) from None
+
+
+def check_harness_values(spec: Spec) -> None:
+    """Check ``spec`` against the training harness's rules for its config keys.
+
+    ``load_space`` does this already when the trainable's source shows it is a harness
+    ``Workload``; ``run`` and ``trial`` call this once they have imported a trainable that
+    turned out to be one.
+
+    Raises:
+        SpaceError: A fixed value, an end of a searched range, or a choice is refused.
+    """
+    doc = Document(value=spec.raw)
+    _build(doc, (), file=spec.source, source=spec.source,
+           default_name=spec.name, resolve_trainable=False, harness=True)
 
 
 def _locator(file: str | None, lines: dict[Path, int], overrides: list[Override]):
@@ -106,6 +124,12 @@ def _read_text(file: str) -> str:
         return SpaceError([SpaceIssue("", kind, message, file if line else None, line)])
 
     try:
+        mode = os.stat(file).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
+            raise fail(f"{file} is not a regular file (a pipe, socket or device); save the "
+                       "space to a file")
         with open(file, "rb") as f:
             data = f.read(_MAX_BYTES + 1)
     except FileNotFoundError:

@@ -7,10 +7,9 @@ Build one with :func:`hpsearch.load_space`; never construct it from unvalidated 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Union
-
-PRECISIONS = ("fp32", "bf16", "fp16")
+from typing import Any, Iterable, Literal, Mapping, Union
 
 #: Columns of ``trials.parquet`` besides the parameters; no parameter may take these names.
 TRIAL_COLUMNS = (
@@ -102,8 +101,40 @@ Param = Union[FloatParam, IntParam, CategoricalParam]
 
 @dataclass(frozen=True)
 class Objective:
+    """The metric a sweep optimises and its direction. Every min/max decision in hpsearch
+    goes through these methods."""
+
     metric: str
     mode: Literal["min", "max"]
+
+    @property
+    def sign(self) -> int:
+        """``+1`` for min, ``-1`` for max: ``sign * value`` sorts the best first."""
+        return 1 if self.mode == "min" else -1
+
+    @property
+    def worst(self) -> float:
+        """The worst possible value: ``inf`` for min, ``-inf`` for max."""
+        return math.inf * self.sign
+
+    def score(self, value: Any) -> float:
+        """``sign * value`` for a finite number, else ``inf``: ascending sorts best first."""
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            return math.inf
+        return self.sign * value if math.isfinite(value) else math.inf
+
+    def better(self, value: Any, than: Any) -> bool:
+        """Whether ``value`` is finite and strictly better than ``than`` (``None``: any)."""
+        if not math.isfinite(self.score(value)):
+            return False
+        return than is None or self.score(value) < self.score(than)
+
+    def best(self, values: Iterable[Any]) -> Any:
+        """The best finite value of ``values``, or ``None``."""
+        found = [v for v in values if math.isfinite(self.score(v))]
+        return min(found, key=self.score) if found else None
 
 
 @dataclass(frozen=True)
@@ -148,12 +179,16 @@ class Resources:
     cpus_per_worker: float = 1
     gpus_per_worker: float = 0
 
+    def per_worker(self) -> dict[str, float]:
+        """Resources one worker holds."""
+        out = {"CPU": self.cpus_per_worker}
+        if self.use_gpu:
+            out["GPU"] = self.gpus_per_worker or 1
+        return out
+
     def per_trial(self) -> dict[str, float]:
         """Resources one trial's workers need together."""
-        out = {"CPU": self.workers * self.cpus_per_worker}
-        if self.use_gpu:
-            out["GPU"] = self.workers * (self.gpus_per_worker or 1)
-        return out
+        return {k: v * self.workers for k, v in self.per_worker().items()}
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["CHECKPOINT_FILE", "FORMAT_VERSION", "save", "load", "rng_state", "set_rng_state"]
+__all__ = ["CHECKPOINT_FILE", "FORMAT_VERSION", "discard", "save", "load", "rng_state",
+           "set_rng_state"]
 
 CHECKPOINT_FILE = "checkpoint.pt"
 FORMAT_VERSION = 1
+_TEMP_PREFIX = "hpsearch-ckpt-"
 
 
 def save(state: dict[str, Any], directory: str | None = None) -> str:
@@ -31,12 +33,25 @@ def save(state: dict[str, Any], directory: str | None = None) -> str:
     Returns:
         The directory. Whoever receives it (the session) owns it from then on.
     """
-    directory = directory or tempfile.mkdtemp(prefix="hpsearch-ckpt-")
+    directory = directory or tempfile.mkdtemp(prefix=_TEMP_PREFIX)
     path = os.path.join(directory, CHECKPOINT_FILE)
     tmp = path + ".tmp"
     torch.save({"format": FORMAT_VERSION, **state}, tmp)
     os.replace(tmp, path)  # a crash mid-write never leaves a truncated checkpoint.pt
     return directory
+
+
+def discard(directory: str) -> None:
+    """Delete a temporary checkpoint directory :func:`save` made, and nothing else: the
+    path must be a ``hpsearch-ckpt-*`` directory directly in the temporary directory."""
+    from hpsearch.store.layout import remove_inside
+
+    parent, name = os.path.split(os.path.normpath(directory))
+    if not name.startswith(_TEMP_PREFIX) or os.path.realpath(parent) != os.path.realpath(
+            tempfile.gettempdir()):
+        raise ValueError(f"refusing to delete {directory!r}: not a temporary checkpoint "
+                         "directory hpsearch made")
+    remove_inside(parent, directory)
 
 
 def load(directory: str) -> dict[str, Any]:

@@ -75,12 +75,13 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorDataset
 
 from hpsearch.train import checkpoint as ckpt
-from hpsearch.train.precision import PRECISIONS, Precision, unsupported_reason
+from hpsearch.train.keys import HarnessConfig
+from hpsearch.train.precision import Precision, unsupported_reason
 from hpsearch.train.schedule import lr_at
 from hpsearch.train.session import Session
 from hpsearch.train.workload import Workload
 
-__all__ = ["train", "TrainResult", "HarnessConfig"]
+__all__ = ["train", "TrainResult", "HarnessConfig"]  # HarnessConfig lives in keys.py
 
 # Checking the running loss for NaN costs a device sync (and an all-reduce under DDP), so it
 # happens at reports and every this many steps, not every step.
@@ -104,72 +105,6 @@ class TrainResult:
     epoch: float
     metrics: dict[str, Any]
     reason: str | None = None
-
-
-@dataclass(frozen=True)
-class HarnessConfig:
-    """The loop's own config keys, validated. See the module docstring for their meaning."""
-
-    lr: float
-    warmup_steps: int = 0
-    min_lr: float | None = None
-    precision: str = "fp32"
-    weight_decay: float = 0.0
-    beta1: float = 0.9
-    beta2: float = 0.999
-    batch_size: int = 64
-    grad_clip: float = 1.0
-    epochs: int | None = None
-    max_steps: int | None = None
-    eval_every: int | None = None
-    eval_batch_size: int | None = None
-    seed: int = 0
-    loss_scale_init: float = 2.0**16
-    checkpoint_every: int = 1
-    num_workers: int = 0
-    use_gpu: bool = False
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "HarnessConfig":
-        """Read and check the loop's keys; raise ValueError naming the key, rule and value."""
-        if "lr" not in config:
-            raise ValueError("config.lr: required (the peak learning rate)")
-        lr = _number(config, "lr", None, low=0.0, low_inclusive=False)
-        min_lr = _number(config, "min_lr", lr / 10, low=0.0)
-        if min_lr > lr:
-            raise ValueError(f"config.min_lr: must be <= lr ({lr}) (got {min_lr})")
-        precision = config.get("precision", "fp32")
-        if precision not in PRECISIONS:
-            raise ValueError(f"config.precision: must be one of {', '.join(PRECISIONS)} (got {precision!r})")
-        epochs = _integer(config, "epochs", None, low=1)
-        max_steps = _integer(config, "max_steps", None, low=1)
-        if epochs is None and max_steps is None:
-            raise ValueError("config: one of epochs, max_steps is required (the training budget)")
-        beta1 = _number(config, "beta1", 0.9, low=0.0)
-        beta2 = _number(config, "beta2", 0.999, low=0.0)
-        for key, value in (("beta1", beta1), ("beta2", beta2)):
-            if value >= 1:
-                raise ValueError(f"config.{key}: must be < 1 (got {value})")
-        return cls(
-            lr=lr,
-            warmup_steps=_integer(config, "warmup_steps", 0, low=0),
-            min_lr=min_lr,
-            precision=precision,
-            weight_decay=_number(config, "weight_decay", 0.0, low=0.0),
-            beta1=beta1,
-            beta2=beta2,
-            batch_size=_integer(config, "batch_size", 64, low=1),
-            grad_clip=_number(config, "grad_clip", 1.0, low=0.0),
-            epochs=epochs,
-            max_steps=max_steps,
-            eval_every=_integer(config, "eval_every", None, low=1),
-            eval_batch_size=_integer(config, "eval_batch_size", None, low=1),
-            seed=_integer(config, "seed", 0),
-            loss_scale_init=_number(config, "loss_scale_init", 2.0**16, low=0.0, low_inclusive=False),
-            checkpoint_every=_integer(config, "checkpoint_every", 1, low=0),
-            num_workers=_integer(config, "num_workers", 0, low=0),
-            use_gpu=bool(config.get("use_gpu", False)),
-        )
 
 
 def train(config: Mapping[str, Any], workload: Workload, session: Session) -> TrainResult:
@@ -587,29 +522,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
     return repr(value)
-
-
-def _number(config: Mapping[str, Any], key: str, default: float | None, *, low: float | None = None,
-            low_inclusive: bool = True) -> float:
-    value = config.get(key, default)
-    if value is None:
-        return default  # type: ignore[return-value]
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"config.{key}: must be a number (got {value!r})")
-    value = float(value)
-    if low is not None and (value < low or (value == low and not low_inclusive)):
-        rule = ">=" if low_inclusive else ">"
-        raise ValueError(f"config.{key}: must be {rule} {low:g} (got {value:g})")
-    return value
-
-
-def _integer(config: Mapping[str, Any], key: str, default: int | None, *, low: int | None = None) -> int | None:
-    value = config.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or float(value) != int(value):
-        raise ValueError(f"config.{key}: must be an integer (got {value!r})")
-    value = int(value)
-    if low is not None and value < low:
-        raise ValueError(f"config.{key}: must be >= {low} (got {value})")
-    return value

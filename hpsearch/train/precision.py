@@ -19,9 +19,10 @@ from typing import ContextManager
 
 import torch
 
+from hpsearch.train.keys import PRECISIONS  # the one list of precisions, re-exported here
+
 __all__ = ["PRECISIONS", "Precision", "unsupported_reason"]
 
-PRECISIONS = ("fp32", "bf16", "fp16")
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 

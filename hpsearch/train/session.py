@@ -59,18 +59,22 @@ class LocalSession:
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         """Record ``metrics``; take ownership of ``checkpoint_dir`` (moved under ``root``,
         or deleted when ``root`` is ``None``), then call ``on_report``."""
+        from hpsearch.store.layout import remove_inside
+
         metrics = dict(metrics)
         if checkpoint_dir is not None and self.root is not None:
             dest = os.path.join(self.root, f"checkpoint_{len(self.reports):06d}")
-            shutil.rmtree(dest, ignore_errors=True)
             os.makedirs(self.root, exist_ok=True)
+            remove_inside(self.root, dest)
             shutil.move(checkpoint_dir, dest)
             self.checkpoints.append(dest)
             while len(self.checkpoints) > self.keep:
-                shutil.rmtree(self.checkpoints.pop(0), ignore_errors=True)
+                remove_inside(self.root, self.checkpoints.pop(0))
             metrics["checkpoint"] = dest
         elif checkpoint_dir is not None:
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+            from hpsearch.train.checkpoint import discard
+
+            discard(checkpoint_dir)
         self.reports.append(metrics)
         if self.on_report is not None:
             self.on_report(metrics)

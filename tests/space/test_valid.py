@@ -86,6 +86,7 @@ def test_condition_accepts_a_list_of_values():
     raw = {**MINIMAL, "params": {
         "precision": {"type": "categorical", "choices": ["fp32", "bf16", "fp16"]},
         "scale": {"type": "float", "low": 1, "high": 2, "when": {"precision": ["fp16", "bf16"]}},
+        "lr": 0.01,
     }}
     assert parse_space(raw).param("scale").when == Condition("precision", ("fp16", "bf16"))
 

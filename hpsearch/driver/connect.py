@@ -1,92 +1,18 @@
-"""Connecting to Ray and fitting trials onto it.
+"""Connecting to Ray: a cluster at an address, or a local instance hpsearch starts.
 
-Tune does not count Ray Train's workers, so the number of concurrent trials must be
-derived here from the cluster's resources and each trial's demand; otherwise extra trials
-start trainers that wait for workers forever. :func:`plan_slots` is pure and tested with
-hand-made resource dicts; :func:`connect` is the only function here that touches Ray.
+:func:`connect` is the only way hpsearch reaches Ray; it fails in seconds with one clear
+line when the cluster cannot be reached, and keeps Ray's own output quiet unless asked.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import dataclass
-from typing import Mapping
 
 from hpsearch.errors import ClusterError
-from hpsearch.space.spec import Spec
-from hpsearch.trainables import BUILTINS, load_trainable
 
-# The Tune trial that drives a Ray Train run only waits on it, so it reserves no CPU (a
-# fraction would make two 1-CPU workers not fit on 2 CPUs). Tune refuses an empty
-# resource request, hence one byte of memory.
-DRIVER_RESOURCES = {"CPU": 0, "memory": 1}
-
-
-def trial_demand(spec: Spec) -> dict[str, float]:
-    """CPUs and GPUs one trial holds while it runs (its driver holds none)."""
-    return dict(spec.resources.per_trial())
-
-
-def uses_worker_group(spec: Spec) -> bool:
-    """One-worker harness trials train inside the Tune trial itself: no worker group,
-    no process group, no second actor to start. Everything else is a Ray Train run."""
-    if spec.resources.workers > 1:
-        return True
-    if spec.trainable in BUILTINS:  # all built-ins are harness workloads
-        return False
-    return not is_harness_workload(load_trainable(spec.trainable))
-
-
-def is_harness_workload(obj: object) -> bool:
-    """Harness mode (a ``Workload``) rather than a raw Ray Train loop function."""
-    return hasattr(obj, "build_model") and hasattr(obj, "build_data")
-
-
-def plan_slots(
-    spec: Spec, cluster: Mapping[str, float], *, requested: int | None = None
-) -> int:
-    """How many trials can run at once on ``cluster`` (Ray resource dict).
-
-    Args:
-        spec: The validated space.
-        cluster: Total resources, e.g. ``ray.cluster_resources()``.
-        requested: An explicit ``max_concurrent`` (flag or file), checked against what fits.
-
-    Raises:
-        ClusterError: Not even one trial fits, or ``requested`` exceeds what fits.
-    """
-    demand = trial_demand(spec)
-    fits = min(
-        (math.floor(cluster.get(res, 0.0) / need + 1e-9) for res, need in demand.items() if need),
-        default=0,
-    )
-    if fits < 1:
-        raise ClusterError(
-            f"the cluster cannot fit one trial: each trial needs {_fmt(demand)} "
-            f"({spec.resources.workers} worker(s)), but the cluster has {_fmt(cluster, demand)}. "
-            "Lower resources.workers / cpus_per_worker, set use_gpu: false, "
-            "or connect to a bigger cluster with --address."
-        )
-    fits = min(fits, spec.trials.num)
-    if requested is None and spec.trials.max_concurrent != "auto":
-        requested = int(spec.trials.max_concurrent)
-    if requested is not None:
-        if requested > fits and requested <= spec.trials.num:
-            raise ClusterError(
-                f"max_concurrent {requested} does not fit: {fits} trial(s) of "
-                f"{_fmt(demand)} fit on a cluster with {_fmt(cluster, demand)}. "
-                "Use max_concurrent: auto, or a number <= "
-                f"{fits}."
-            )
-        return max(1, min(requested, fits))
-    return fits
-
-
-def _fmt(resources: Mapping[str, float], only: Mapping[str, float] | None = None) -> str:
-    keys = list(only) if only is not None else ["CPU", "GPU"]
-    return ", ".join(f"{resources.get(k, 0):g} {k}" for k in keys)
+__all__ = ["Connection", "JOB_ENV", "connect", "quiet_ray_output"]
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """The Ray Tune callbacks of a sweep: keep the trial tables current and print progress.
 
-Both only feed or read :class:`hpsearch.tables.TrialRecords`; the logic lives in
-``tables.py`` and ``progress.py`` and is tested there without Ray. Tune pickles its
-RunConfig, callbacks included, with the experiment state, so each callback drops what
-cannot be pickled (streams, a live display); a resumed sweep builds fresh ones anyway.
+Both only feed or read :class:`hpsearch.store.records.TrialRecords`; the logic lives in
+``store/`` and is tested there without Ray. Tune pickles its RunConfig, callbacks
+included, with the experiment state, so each callback drops what cannot be pickled
+(streams, a live display); a resumed sweep builds fresh ones anyway.
 """
 
 from __future__ import annotations
@@ -12,26 +12,33 @@ import os
 import sys
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import TextIO
 
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
+from hpsearch.driver import repairs
 from hpsearch.errors import StorageError
-from hpsearch.progress import fmt_value, status_line
-from hpsearch.retention import prune_checkpoints
 from hpsearch.space.spec import Spec
-from hpsearch.tables import TrialRecords, _last_error_line, write_tables
+from hpsearch.store import status as st
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.retention import prune_checkpoints
+from hpsearch.store.summary import fmt_value, printable, status_line
+from hpsearch.store.tables import write_tables
+
+__all__ = ["AllFailedStopper", "ProgressCallback", "TablesCallback"]
 
 
 class TablesCallback(Callback):
     """Rewrites ``trials.parquet`` / ``history.parquet`` at most every ``interval_s`` while
     results arrive, and at once when a trial ends (so no finished trial is ever lost)."""
 
-    def __init__(self, records: TrialRecords, sweep_dir: str, *, interval_s: float = 5.0):
-        _LIVE_RECORDS[sweep_dir] = records
+    def __init__(self, records: TrialRecords, sweep: SweepDir, *, interval_s: float = 5.0):
+        repairs.register_live(sweep, records)
         self.records = records
-        self.sweep_dir = sweep_dir
+        self.sweep = sweep
         self.interval_s = interval_s
         self.last_write = 0.0
         self.written_version = -1
@@ -45,7 +52,7 @@ class TablesCallback(Callback):
         self.last_write = now
         version = self.records.version
         try:
-            write_tables(self.records, self.sweep_dir)
+            write_tables(self.records, self.sweep)
             self.written_version = version
             self.storage_error = None  # the tables on disk are whole and current again
         except StorageError as exc:  # keep going; the driver raises it at the end
@@ -53,13 +60,13 @@ class TablesCallback(Callback):
 
     def prune(self) -> None:
         try:
-            prune_checkpoints(self.records, self.sweep_dir, self.records.spec)
+            prune_checkpoints(self.records, self.sweep)
         except OSError:  # a checkpoint we cannot delete must not stop the sweep
             pass
 
     def on_step_begin(self, iteration, trials, **info):
         ids = {t.trial_id for t in trials}
-        _TUNE_TRIALS[self.sweep_dir] = ids
+        repairs.note_tune_trials(self.sweep, ids)
         if not self.reconciled:  # first step of a (resumed) run: Tune's trials are known
             self.reconciled = True
             self.records.forget_unfinished_except(ids)
@@ -73,7 +80,7 @@ class TablesCallback(Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         ckpt = trial.checkpoint.path if trial.checkpoint else None
-        self.records.end(trial.trial_id, checkpoint=ckpt)
+        self.records.end(trial.trial_id, checkpoint=ckpt, returned=True)
         self.prune()
         self.flush(force=True)
 
@@ -90,6 +97,19 @@ class TablesCallback(Callback):
 
     def on_experiment_end(self, trials, **info):
         self.flush(force=True)
+
+
+def _last_error_line(trial) -> str | None:
+    """The exception's last meaningful line from Tune's error file."""
+    path = getattr(trial, "error_file", None)
+    if not path or not os.path.exists(path):
+        return None
+    lines = [ln.strip() for ln in Path(path).read_text(errors="replace").splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(("File ", "^", "~"))]
+    for line in reversed(lines):
+        if "Error" in line or "Exception" in line:
+            return line[:500]
+    return lines[-1][:500] if lines else None
 
 
 class ProgressCallback(Callback):
@@ -132,7 +152,9 @@ class ProgressCallback(Callback):
     def _log(self, message: str) -> None:
         stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
         if self._live is not None:
-            self._live.console.print(f"[dim]{stamp}[/dim] {message}", highlight=False,
+            from rich.markup import escape  # a "[...]" in a value is text, not markup
+
+            self._live.console.print(f"[dim]{stamp}[/dim] {escape(message)}", highlight=False,
                                      markup=True)
             self._live.update(self._render())
         elif self.stream is not None:
@@ -144,17 +166,20 @@ class ProgressCallback(Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         row = self.records.trials.get(trial.trial_id, {})
+        if row.get("status") == st.FAILED:  # ran, but never reported its objective
+            self._log(f"trial {trial.trial_id} failed: {printable(row.get('error'))}")
+            return
         unit = self.spec.scheduler.time_attr
         self._log(
             f"trial {trial.trial_id} {row.get('status', 'ended')} at {unit} "
-            f"{fmt_value(row.get(unit + 's'))}: {self.spec.objective.metric} "
+            f"{fmt_value(row.get(unit + 's'))}: {printable(self.spec.objective.metric)} "
             f"{fmt_value(row.get('final_value'))} (best {fmt_value(row.get('best_value'))})"
         )
 
     def on_trial_error(self, iteration, trials, trial, **info):
         row = self.records.trials.get(trial.trial_id, {})
         where = os.path.join(trial.path, "error.txt") if trial.path else "its error.txt"
-        self._log(f"trial {trial.trial_id} failed: {row.get('error') or 'unknown error'} "
+        self._log(f"trial {trial.trial_id} failed: {printable(row.get('error') or 'unknown error')} "
                   f"(traceback: {where})")
 
     def on_step_end(self, iteration, trials, **info):
@@ -175,42 +200,22 @@ class ProgressCallback(Callback):
             self._live = None
 
 
-# Live records by sweep directory. Tune pickles its stopper and searcher with every
-# experiment checkpoint, so they name the records instead of holding them (which would
-# pickle the whole history each time).
-_LIVE_RECORDS: dict[str, TrialRecords] = {}
-_TUNE_TRIALS: dict[str, set[str]] = {}
-
-
-def may_start_trial(sweep_dir: str, num: int) -> bool:
-    """Whether the sweep may start another trial: fewer than ``num`` trials are known.
-
-    Known are the trial table's rows and the trials Tune holds. After a killed driver,
-    Tune's saved state can miss a trial that ended (its row is on disk); without this,
-    Tune would start a replacement and the sweep would run more trials than planned.
-    """
-    records = _LIVE_RECORDS.get(sweep_dir)
-    if records is None:
-        return True
-    return len(set(records.trials) | _TUNE_TRIALS.get(sweep_dir, set())) < num
-
-
 class AllFailedStopper(Stopper):
     """Stops the whole sweep once its first trials have all failed: the same bug would fail
     every later trial, so don't spend the budget finding that out."""
 
-    def __init__(self, records: TrialRecords, sweep_dir: str, *, threshold: int):
-        _LIVE_RECORDS[sweep_dir] = records
-        self.sweep_dir = sweep_dir
+    def __init__(self, records: TrialRecords, sweep: SweepDir, *, threshold: int):
+        repairs.register_live(sweep, records)
+        self.sweep = str(sweep)
         self.threshold = threshold
 
     def __call__(self, trial_id, result):
         return False
 
     def stop_all(self) -> bool:
-        records = _LIVE_RECORDS.get(self.sweep_dir)
+        records = repairs.live_records(self.sweep)
         if records is None:
             return False
         ended = [r.get("status") for r in records.trials.values()
-                 if r.get("status") not in ("running", "pending")]
-        return len(ended) >= self.threshold and all(s == "failed" for s in ended)
+                 if r.get("status") in st.ENDED]
+        return len(ended) >= self.threshold and all(s == st.FAILED for s in ended)

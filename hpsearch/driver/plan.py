@@ -1,18 +1,25 @@
 """What a sweep will do, before it does it: slots, rungs and worst-case cost.
 
-Pure apart from :func:`local_resources`, which reads this machine's CPU/GPU counts the way
-a local Ray instance would, without starting Ray or importing torch.
+Tune does not count Ray Train's workers, so the number of concurrent trials must be
+derived here from the cluster's resources and each trial's demand; otherwise extra trials
+start trainers that wait for workers forever. Pure apart from :func:`local_resources`,
+which reads this machine's CPU/GPU counts the way a local Ray instance would, without
+starting Ray or importing torch. :func:`plan_slots` is tested with hand-made resource
+dicts.
 """
 
 from __future__ import annotations
 
 import glob
+import math
 import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from hpsearch.cluster import plan_slots, trial_demand
+from hpsearch.errors import ClusterError
 from hpsearch.space.spec import Spec
+
+__all__ = ["Plan", "asha_expected_units", "local_resources", "make_plan", "plan_slots"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,7 @@ class Plan:
         res = spec.resources
         out = [
             f"trials       {spec.trials.num}, {self.slots} at once "
-            f"(each: {res.workers} worker(s), {_fmt(self.demand)}; cluster: {_fmt(self.cluster)})",
+            f"(each: {res.workers} worker(s), {_fmt_used(self.demand)}; cluster: {_fmt_used(self.cluster)})",
             f"scheduler    {spec.scheduler.type}, max_t {spec.scheduler.max_t} {unit}"
             + (f", rungs at {unit} {', '.join(map(str, self.rungs))}" if self.rungs else ""),
             f"worst case   {self.worst_units:g} worker-{unit} "
@@ -46,8 +53,53 @@ class Plan:
         return out
 
 
-def _fmt(res: Mapping[str, float]) -> str:
+def _fmt_used(res: Mapping[str, float]) -> str:
     return ", ".join(f"{v:g} {k}" for k, v in res.items() if k in ("CPU", "GPU") and v)
+
+
+def plan_slots(
+    spec: Spec, cluster: Mapping[str, float], *, requested: int | None = None
+) -> int:
+    """How many trials can run at once on ``cluster`` (Ray resource dict).
+
+    Args:
+        spec: The validated space.
+        cluster: Total resources, e.g. ``ray.cluster_resources()``.
+        requested: An explicit ``max_concurrent`` (flag or file), checked against what fits.
+
+    Raises:
+        ClusterError: Not even one trial fits, or ``requested`` exceeds what fits.
+    """
+    demand = spec.resources.per_trial()
+    fits = min(
+        (math.floor(cluster.get(res, 0.0) / need + 1e-9) for res, need in demand.items() if need),
+        default=0,
+    )
+    if fits < 1:
+        raise ClusterError(
+            f"the cluster cannot fit one trial: each trial needs {_fmt(demand)} "
+            f"({spec.resources.workers} worker(s)), but the cluster has {_fmt(cluster, demand)}. "
+            "Lower resources.workers / cpus_per_worker, set use_gpu: false, "
+            "or connect to a bigger cluster with --address."
+        )
+    fits = min(fits, spec.trials.num)
+    if requested is None and spec.trials.max_concurrent != "auto":
+        requested = int(spec.trials.max_concurrent)
+    if requested is not None:
+        if requested > fits and requested <= spec.trials.num:
+            raise ClusterError(
+                f"max_concurrent {requested} does not fit: {fits} trial(s) of "
+                f"{_fmt(demand)} fit on a cluster with {_fmt(cluster, demand)}. "
+                "Use max_concurrent: auto, or a number <= "
+                f"{fits}."
+            )
+        return max(1, min(requested, fits))
+    return fits
+
+
+def _fmt(resources: Mapping[str, float], only: Mapping[str, float] | None = None) -> str:
+    keys = list(only) if only is not None else ["CPU", "GPU"]
+    return ", ".join(f"{resources.get(k, 0):g} {k}" for k in keys)
 
 
 def asha_expected_units(spec: Spec) -> float:
@@ -68,7 +120,8 @@ def make_plan(spec: Spec, cluster: Mapping[str, float], *, max_concurrent: int |
     budget = None
     if spec.budget.time_s:
         budget = spec.budget.time_s / 3600 * slots * spec.resources.workers
-    return Plan(slots, spec.scheduler.rungs(), trial_demand(spec), dict(cluster), worst, asha, budget)
+    return Plan(slots, spec.scheduler.rungs(), spec.resources.per_trial(), dict(cluster), worst,
+                asha, budget)
 
 
 def local_resources() -> dict[str, float]:

@@ -8,8 +8,9 @@ import pytest
 
 from hpsearch.errors import StorageError
 from hpsearch.space.spec import CategoricalParam, FloatParam, Objective, Scheduler, Spec
-from hpsearch.tables import TrialRecords, final_status, read_history, read_trials, write_tables
-from hpsearch.trial import sanitize_report
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.records import TrialRecords, final_status, sanitize_report
+from hpsearch.store.tables import read_history, read_trials, write_tables
 
 
 def make_spec(mode="min", scheduler="asha"):
@@ -70,7 +71,7 @@ def test_tables_round_trip_through_parquet(tmp_path):
     records.end("b")
     records.start("c", {"lr": 0.001, "precision": "fp32"})
     records.end("c", errored=True, error="ValueError: boom")
-    write_tables(records, tmp_path)
+    write_tables(records, SweepDir(tmp_path))
 
     trials = read_trials(tmp_path).set_index("trial_id")
     assert trials.loc["a", "status"] == "completed"
@@ -97,7 +98,7 @@ def test_empty_columns_keep_their_types(tmp_path):
         FloatParam("loss_scale_init", 1.0, 2.0, when=Condition("precision", ("fp16",))),)})
     records = TrialRecords(spec)
     feed(records, "a", [0.9])
-    write_tables(records, tmp_path)
+    write_tables(records, SweepDir(tmp_path))
     schema = pq.read_schema(tmp_path / "trials.parquet")
     assert str(schema.field("error").type) in ("string", "large_string")
     assert str(schema.field("loss_scale_init").type) == "double"
@@ -107,7 +108,7 @@ def test_empty_columns_keep_their_types(tmp_path):
 def test_resumed_records_continue_from_written_tables(tmp_path):
     records = TrialRecords(make_spec())
     feed(records, "a", [0.9, 0.5])
-    write_tables(records, tmp_path)
+    write_tables(records, SweepDir(tmp_path))
     again = TrialRecords(make_spec())
     again.load(read_trials(tmp_path).to_dict("records"), read_history(tmp_path).to_dict("records"))
     feed(again, "a", [0.9, 0.5, 0.4])
@@ -120,14 +121,14 @@ def test_failed_table_write_raises_storage_error_and_keeps_old_file(tmp_path):
 
     records = TrialRecords(make_spec())
     feed(records, "a", [0.9])
-    write_tables(records, tmp_path)
+    write_tables(records, SweepDir(tmp_path))
     before = (tmp_path / "trials.parquet").read_bytes()
     feed(records, "b", [0.5])
     # A directory squatting on the temporary file's name makes the write fail the way a
     # full disk does (an OSError mid-write), even as root.
     (tmp_path / f".trials.parquet.tmp-{os.getpid()}").mkdir()
     with pytest.raises(StorageError, match="intact"):
-        write_tables(records, tmp_path)
+        write_tables(records, SweepDir(tmp_path))
     assert (tmp_path / "trials.parquet").read_bytes() == before
     assert len(read_trials(tmp_path)) == 1
 
@@ -142,7 +143,10 @@ def test_non_finite_or_missing_objective_becomes_worst_value(mode, worst):
 
 @pytest.mark.parametrize("mode, kept", [("min", {"a", "b"}), ("max", {"c", "d"})])
 def test_ended_trials_outside_the_best_lose_their_checkpoints(tmp_path, mode, kept):
-    from hpsearch.retention import checkpoint_dirs, prune_checkpoints
+    from hpsearch.store.retention import prune_checkpoints
+
+    def checkpoint_dirs(root, trial_id):
+        return SweepDir(root).checkpoint_dirs(trial_id)
 
     spec = make_spec(mode)
     spec = type(spec)(**{**spec.__dict__, "checkpoints": type(spec.checkpoints)(
@@ -156,14 +160,14 @@ def test_ended_trials_outside_the_best_lose_their_checkpoints(tmp_path, mode, ke
     feed(records, "e", [0.05])  # the best so far, but still running: untouched
     for tid in "abcd":
         records.end(tid)
-    deleted = prune_checkpoints(records, tmp_path, spec)
+    deleted = prune_checkpoints(records, SweepDir(tmp_path))
     assert len(deleted) == 4
     assert {t for t in "abcd" if checkpoint_dirs(tmp_path, t)} == kept
     assert checkpoint_dirs(tmp_path, "e")
-    assert prune_checkpoints(records, tmp_path, spec) == []  # idempotent
+    assert prune_checkpoints(records, SweepDir(tmp_path)) == []  # idempotent
     # A better trial ends: the worst of the kept ones loses its checkpoints.
     records.end("e")
-    prune_checkpoints(records, tmp_path, spec)
+    prune_checkpoints(records, SweepDir(tmp_path))
     assert len({t for t in "abcde" if checkpoint_dirs(tmp_path, t)}) == 2
 
 
@@ -184,13 +188,13 @@ def test_a_trial_that_ended_before_the_crash_keeps_its_row_when_tune_replays_it(
     records = TrialRecords(make_spec())
     feed(records, "a", [0.9, 0.5, 0.4, 0.3])
     records.end("a")
-    write_tables(records, tmp_path)
+    write_tables(records, SweepDir(tmp_path))
     before = read_trials(tmp_path).set_index("trial_id").loc["a"]
     again = TrialRecords(make_spec())
     again.load(read_trials(tmp_path).to_dict("records"), read_history(tmp_path).to_dict("records"))
-    feed(again, "a", [0.3])  # Tune restarted it; trial.py replays the last report
+    feed(again, "a", [0.3])  # Tune restarted it; the trial replays its last report
     again.end("a")
-    write_tables(again, tmp_path)
+    write_tables(again, SweepDir(tmp_path))
     after = read_trials(tmp_path).set_index("trial_id").loc["a"]
     assert after.status == "completed" and after.ended_at == before.ended_at
     assert len(read_history(tmp_path)) == 4

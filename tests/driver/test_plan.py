@@ -2,9 +2,8 @@
 
 import pytest
 
-from hpsearch.cluster import plan_slots, trial_demand
+from hpsearch.driver.plan import asha_expected_units, make_plan, plan_slots
 from hpsearch.errors import ClusterError
-from hpsearch.plan import asha_expected_units, make_plan
 from hpsearch.space.spec import (
     FloatParam, Objective, Resources, Scheduler, Spec, Trials,
 )
@@ -28,7 +27,7 @@ def test_one_worker_trials_fill_every_cpu():
 
 def test_multi_worker_trials_count_every_worker():
     spec = make_spec(workers=2)
-    assert trial_demand(spec) == {"CPU": 2}
+    assert spec.resources.per_trial() == {"CPU": 2}
     assert plan_slots(spec, {"CPU": 2.0}) == 1
     assert plan_slots(spec, {"CPU": 5.0}) == 2
 

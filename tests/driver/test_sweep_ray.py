@@ -12,7 +12,8 @@ import pytest
 
 import hpsearch
 from hpsearch.space import load_space
-from hpsearch.sweep import optuna_storage_url, run_sweep
+from hpsearch.driver.sweep import run_sweep
+from hpsearch.store.layout import SweepDir
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -76,7 +77,7 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     assert not history.duplicated(["trial_id", "step"]).any()
 
     # Every trial is in the Optuna study, with the value the table holds.
-    study = optuna.load_study(study_name="ddp", storage=optuna_storage_url(sweep_dir))
+    study = optuna.load_study(study_name="ddp", storage=SweepDir(sweep_dir).optuna_url)
     assert len(study.trials) == 6
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     assert sorted(t.value for t in study.trials) == pytest.approx(sorted(trials.final_value))
@@ -96,7 +97,8 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     assert cpus == ray_instance.cluster_resources()["CPU"]
 
     # Bounded disk: once every trial has ended, only the 3 best keep (at most 2) checkpoints.
-    from hpsearch.retention import checkpoint_dirs
+    def checkpoint_dirs(root, trial_id):
+        return SweepDir(root).checkpoint_dirs(trial_id)
 
     with_checkpoints = {t for t in trials.trial_id if checkpoint_dirs(sweep_dir, t)}
     best3 = set(trials.nsmallest(3, "best_value").trial_id)

@@ -10,15 +10,15 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
-from hpsearch.recovery import (
+from hpsearch.driver.repairs import (
     fail_orphaned_optuna_trials,
-    pid_alive,
     replay_asha_rungs,
     stop_orphaned_local_ray,
-    this_machine,
 )
+from hpsearch.driver.search import make_scheduler
 from hpsearch.space.spec import FloatParam, Objective, Scheduler, Spec
-from hpsearch.translate import make_scheduler
+from hpsearch.store.procs import alive as pid_alive
+from hpsearch.store.procs import identify, this_machine
 
 
 def make_spec(mode: str) -> Spec:
@@ -100,14 +100,19 @@ def test_orphaned_running_optuna_trials_are_failed(tmp_path):
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL]
 
 
+def _run_record(driver, local_ray, machine=None):
+    return {"runs": [{"driver": driver, "local_ray": local_ray,
+                      "machine": machine or this_machine()}]}
+
+
 def test_orphaned_ray_daemons_of_a_dead_driver_are_stopped():
     # A stand-in daemon whose command line says "ray", as Ray's own daemons' do.
     daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "ray"])
     dead_driver = subprocess.Popen([sys.executable, "-c", "pass"])
+    recorded_driver = identify(dead_driver.pid)
     dead_driver.wait()
     try:
-        manifest = {"runs": [{"driver_pid": dead_driver.pid, "local_ray_pids": [daemon.pid],
-                              "machine": this_machine()}]}
+        manifest = _run_record(recorded_driver, [identify(daemon.pid)])
         assert stop_orphaned_local_ray(manifest, grace_s=5) == [daemon.pid]
         daemon.wait(timeout=10)
         assert not pid_alive(daemon.pid)
@@ -118,35 +123,26 @@ def test_orphaned_ray_daemons_of_a_dead_driver_are_stopped():
 def test_daemons_of_a_live_driver_are_left_alone():
     daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "ray"])
     try:
-        manifest = {"runs": [{"driver_pid": daemon.pid, "local_ray_pids": [daemon.pid],
-                              "machine": this_machine()}]}
-        assert stop_orphaned_local_ray(manifest) == []
+        me = identify(daemon.pid)
+        assert stop_orphaned_local_ray(_run_record(me, [me])) == []
         # Nor are pids recorded on another machine (or before a reboot).
-        elsewhere = {"runs": [{"driver_pid": 1 << 22, "local_ray_pids": [daemon.pid],
-                               "machine": {"hostname": "other", "boot_id": "x"}}]}
+        elsewhere = _run_record({"pid": 1 << 22, "start": 1}, [me],
+                                machine={"hostname": "other", "boot_id": "x"})
         assert stop_orphaned_local_ray(elsewhere) == []
         assert daemon.poll() is None
     finally:
         daemon.kill()
 
 
-def test_checkpoint_store_keeps_the_newest_and_resumes_from_the_last_whole_one(tmp_path):
-    from hpsearch.trial import CheckpointStore
-
-    store = CheckpointStore(str(tmp_path / "t1"), keep=2)
-    assert store.latest() is None
-    for step in (10, 20, 30):
-        src = tmp_path / f"src{step}"
-        src.mkdir()
-        (src / "checkpoint.pt").write_text(str(step))
-        store.add(str(src), step)
-        assert not src.exists()  # the store owns it now
-    assert [p.rsplit("_", 1)[1] for p in store.all()] == ["000000020", "000000030"]
-    # A copy a killed process never finished stays out of sight.
-    (tmp_path / "t1" / ".tmp-999-40").mkdir()
-    assert open(f"{store.latest()}/checkpoint.pt").read() == "30"
-    # Step 100 sorts after step 30: names are zero-padded.
-    src = tmp_path / "src100"
-    src.mkdir()
-    store.add(str(src), 100)
-    assert store.latest().endswith("checkpoint_000000100")
+def test_a_reused_pid_is_never_killed():
+    """The recorded pid now belongs to another process (pids are reused within a boot):
+    its start time differs, so neither it nor its children are touched."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "ray"])
+    try:
+        now = identify(other.pid)
+        recorded = {"pid": other.pid, "start": now["start"] - 1}  # an earlier process
+        manifest = _run_record({"pid": 1 << 22, "start": 1}, [recorded])
+        assert stop_orphaned_local_ray(manifest, grace_s=1) == []
+        assert other.poll() is None
+    finally:
+        other.kill()

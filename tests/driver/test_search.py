@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from hpsearch.space import parse_space
-from hpsearch.translate import define_by_run, make_sampler, make_scheduler, make_searcher
+from hpsearch.driver.search import define_by_run, make_sampler, make_scheduler, make_searcher
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -86,6 +86,7 @@ def test_integer_bounds_are_inclusive_at_both_ends():
     spec = make_spec(algorithm="random", params={
         "small": {"type": "int", "low": 0, "high": 2},
         "warmup_steps": {"type": "int", "low": 0, "high": 400, "step": 50},
+        "lr": 0.01,
     })
     seen = run_study(spec, define_by_run(spec), n_trials=80)
     assert {p["small"] for p in seen} == {0, 1, 2}
@@ -154,7 +155,7 @@ def test_translate_module_imports_neither_ray_nor_optuna():
     import subprocess
     import sys
 
-    code = ("import sys, hpsearch.translate; "
+    code = ("import sys, hpsearch.driver.search; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'optuna', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr

@@ -1,0 +1,201 @@
+"""One run of a sweep's Tuner, new or restored: build it, fit it, write what it found.
+
+:class:`SweepRun` holds the per-run objects a new sweep and a resumed one share (records,
+callbacks, stopper); :func:`new_tuner` builds the Tuner of a new sweep and :func:`fit` runs
+either kind to its end and writes the tables and the manifest, whatever the ending.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpsearch.driver.plan import Plan
+from hpsearch.driver.runners import Runner
+from hpsearch.errors import HpsearchError
+from hpsearch.space.spec import Spec
+from hpsearch.store import status as st
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.manifest import now_iso, write_manifest
+from hpsearch.store.records import TrialRecords
+
+__all__ = ["EXIT_INTERRUPTED", "Interrupted", "SweepResult", "SweepRun", "fit", "new_tuner"]
+
+EXIT_OK, EXIT_NO_TRIAL, EXIT_INTERRUPTED = 0, 3, 130
+
+
+class Interrupted(HpsearchError):
+    """Ctrl-C stopped the sweep; the tables are written and it can be resumed."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+@dataclass
+class SweepResult:
+    """What :func:`hpsearch.run_sweep` returns.
+
+    Attributes:
+        sweep_dir: The sweep directory.
+        status: ``finished``, ``no_trial_completed``, ``all_failed``, ``interrupted`` or
+            ``planned``.
+        best: The best trial's row of the trial table (``None`` if none has a value).
+        plan: Slots, rungs and cost estimate.
+        counts: Trials per status.
+    """
+
+    sweep_dir: Path
+    status: str
+    plan: Plan
+    best: dict[str, Any] | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return {"finished": EXIT_OK, "planned": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(
+            self.status, EXIT_NO_TRIAL
+        )
+
+
+class SweepRun:
+    """Per-run objects shared by a new sweep and a resumed one."""
+
+    def __init__(self, spec: Spec, sweep: SweepDir, runner: Runner, *, verbose: bool, stream,
+                 records: TrialRecords | None = None):
+        from hpsearch.driver.callbacks import AllFailedStopper, ProgressCallback, TablesCallback
+
+        self.spec = spec
+        self.sweep = sweep
+        self.runner = runner
+        self.records = records or TrialRecords(spec)
+        self.tables = TablesCallback(self.records, sweep)
+        self.progress = ProgressCallback(self.records, spec, stream=stream)
+        self.stopper = AllFailedStopper(self.records, sweep, threshold=min(spec.trials.num, 3))
+        self.verbose = verbose
+
+    @property
+    def callbacks(self) -> list:
+        # Tables first: progress reads the records the tables callback has just updated.
+        return [self.tables, self.progress]
+
+
+def new_tuner(run: SweepRun, plan: Plan) -> Any:
+    """The Tuner of a new sweep: Optuna searcher, ASHA or FIFO, the runner's trainable."""
+    import optuna
+    from ray import tune
+
+    from hpsearch.driver.repairs import may_start_trial
+    from hpsearch.driver.search import make_scheduler, make_searcher
+
+    spec, sweep, runner = run.spec, run.sweep, run.runner
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    searcher = make_searcher(
+        spec, storage=optuna.storages.RDBStorage(sweep.optuna_url), study_name=sweep.name,
+        may_start=functools.partial(may_start_trial, str(sweep), spec.trials.num),
+    )
+    return tune.Tuner(
+        runner.trainable(sweep),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            scheduler=make_scheduler(spec),
+            num_samples=spec.trials.num,
+            max_concurrent_trials=plan.slots,
+            time_budget_s=spec.budget.time_s,
+            reuse_actors=runner.reuse_actors,
+        ),
+        run_config=tune.RunConfig(
+            name=sweep.tune.name,
+            storage_path=os.fspath(sweep.path),
+            callbacks=run.callbacks,
+            stop=run.stopper,
+            verbose=2 if run.verbose else 0,
+            failure_config=tune.FailureConfig(max_failures=runner.tune_max_failures),
+        ),
+    )
+
+
+def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
+    """Run ``tuner`` to its end; write the tables and the manifest however it ends.
+
+    Raises:
+        Interrupted: Ctrl-C; the tables are written and the sweep can be resumed.
+        StorageError: A table could not be written (the last whole copy is on disk).
+    """
+    from hpsearch.store.tables import write_tables
+
+    spec, sweep = run.spec, run.sweep
+    status = "finished"
+    sentinel = _InterruptSentinel()
+    try:
+        with sentinel:
+            tuner.fit()
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        run.progress.close()
+    if sentinel.fired:
+        status = "interrupted"
+    else:  # the time budget or the all-failed stop ended the sweep around these trials
+        run.records.stop_unfinished()
+        run.tables.prune()
+    try:
+        write_tables(run.records, sweep)
+    finally:
+        counts = run.records.counts()
+        if status == "finished" and run.stopper.stop_all():
+            status = "all_failed"
+        if status == "finished" and not any(counts.get(s) for s in st.WITH_RESULT):
+            status = "no_trial_completed"
+        manifest.update(status=status, ended_at=now_iso(), counts=counts)
+        manifest["runs"][-1]["ended_at"] = manifest["ended_at"]
+        write_manifest(sweep, manifest)
+    if run.tables.storage_error is not None:
+        raise run.tables.storage_error
+    result = SweepResult(sweep.path, status, plan, best=run.records.best(), counts=counts)
+    if status in ("finished", "no_trial_completed", "all_failed"):
+        from hpsearch.driver.repairs import fail_orphaned_optuna_trials
+
+        fail_orphaned_optuna_trials(sweep.optuna_url, sweep.name)
+    if status == "interrupted":
+        raise Interrupted(
+            f"interrupted: the tables in {sweep} are up to date. "
+            f"Continue with `hpsearch resume {sweep.name} --storage {sweep.storage}`."
+        )
+    return result
+
+
+class _InterruptSentinel:
+    """Detects the first Ctrl-C that Ray Tune swallows.
+
+    Tune installs its own SIGINT handler while it runs and, on the first Ctrl-C, stops the
+    run gracefully and puts back the handler it found: ours. So if ours is installed again
+    after ``fit`` returns, a Ctrl-C happened. A second Ctrl-C reaches ours and raises
+    KeyboardInterrupt at once.
+    """
+
+    def __init__(self) -> None:
+        self.fired = False
+        self._previous = None
+
+    def _handler(self, signum, frame):  # second Ctrl-C
+        self.fired = True
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is None:
+            return False
+        tune_catches = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") in ("", "0")
+        if tune_catches and signal.getsignal(signal.SIGINT) == self._handler:  # == not is
+            self.fired = True
+        signal.signal(signal.SIGINT, self._previous)
+        return False

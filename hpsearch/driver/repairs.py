@@ -1,0 +1,254 @@
+"""Every private Ray access and every repair a resumed sweep needs, in one place.
+
+``Tuner.restore`` brings back Tune's trials and the searcher, but not everything a sweep
+relies on. What hpsearch puts back, and where it reaches into Ray's internals to do so:
+
+============================  ==========================================================
+:func:`restore_tuner`         the restored Tuner gets this run's callbacks, stopper and
+                              slot count (private: ``Tuner._local_tuner``)
+:func:`replay_asha_rungs`     ASHA's rung records, which restore rebuilds empty
+                              (ray-project/ray#30838) (private: ``_brackets``)
+:func:`recorded_end`          a trial that ended after Tune's last state save replays its
+                              recorded result instead of training again
+:func:`may_start_trial`       never more trials than planned, whatever Tune's saved state
+                              missed
+:func:`fail_orphaned_optuna_trials`  Optuna trials a dead driver left ``RUNNING``
+:func:`local_ray_processes`,  a killed driver's orphaned local Ray instance
+:func:`stop_orphaned_local_ray`  (private: ``ray._private.worker``)
+============================  ==========================================================
+
+Each private access goes through :func:`_internal`, which names the Ray versions it was
+tested on (:data:`TESTED_RAY`) in a clear error if a newer Ray moved it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from types import SimpleNamespace
+from typing import Any, Iterable, Mapping
+
+from hpsearch.errors import HpsearchError
+from hpsearch.space.spec import Spec
+from hpsearch.store import procs
+from hpsearch.store import status as st
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.manifest import last_run
+
+__all__ = ["TESTED_RAY", "fail_orphaned_optuna_trials", "live_records", "local_ray_processes",
+           "may_start_trial", "recorded_end", "register_live", "replay_asha_rungs",
+           "restore_tuner", "stop_orphaned_local_ray", "note_tune_trials"]
+
+#: Ray versions (major.minor) whose internals the repairs below were tested against.
+TESTED_RAY = ("2.60",)
+
+
+class RayInternalsChanged(HpsearchError):
+    """A repair needs a Ray internal that this Ray version does not have."""
+
+    exit_code = 2
+
+
+def _internal(obj: Any, path: str, *, what: str) -> Any:
+    """``obj.<path>`` for a dotted private attribute path, or a clear error naming the
+    Ray versions the repair ``what`` was tested on."""
+    try:
+        for part in path.split("."):
+            obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+        return obj
+    except (AttributeError, IndexError, KeyError, TypeError):
+        import ray
+
+        raise RayInternalsChanged(
+            f"{what} needs Ray's internal `{path}`, which Ray {ray.__version__} does not have "
+            f"(hpsearch was tested with Ray {', '.join(TESTED_RAY)}). Install a tested Ray "
+            "version (pip install 'ray[default,tune,train]==2.60.*') or a newer hpsearch."
+        ) from None
+
+
+# --- restore -------------------------------------------------------------------------------
+
+
+def restore_tuner(sweep: SweepDir, trainable: Any, *, callbacks: list, stopper: Any,
+                  max_concurrent: int) -> Any:
+    """``Tuner.restore`` of the sweep's Tune state, with this run's callbacks, stopper and
+    slot count (the pickled ones belong to the dead driver; the cluster may differ now).
+
+    Raises:
+        HpsearchError: The state was written by an hpsearch whose modules moved since.
+    """
+    from ray import tune
+
+    try:
+        tuner = tune.Tuner.restore(os.fspath(sweep.tune), trainable, resume_unfinished=True,
+                                   resume_errored=False, restart_errored=False)
+    except (ModuleNotFoundError, AttributeError) as exc:
+        raise HpsearchError(
+            f"sweep {sweep.name!r} was saved by an older hpsearch and cannot be resumed by "
+            f"this one ({type(exc).__name__}: {exc}). Its tables are intact and readable; "
+            "start a new sweep, or resume it with the hpsearch version that started it."
+        ) from None
+    internal = _internal(tuner, "_local_tuner", what="resume")
+    run_config = _internal(internal, "_run_config", what="resume")
+    tune_config = _internal(internal, "_tune_config", what="resume")
+    run_config.callbacks = callbacks
+    run_config.stop = stopper
+    tune_config.max_concurrent_trials = max_concurrent
+    return tuner
+
+
+def restored_scheduler(tuner: Any) -> Any:
+    """The scheduler a restored Tuner will run with."""
+    return _internal(tuner, "_local_tuner._tune_config.scheduler", what="resume")
+
+
+def replay_asha_rungs(scheduler: Any, history: Iterable[Mapping[str, Any]], spec: Spec) -> int:
+    """Feed every recorded report to ``scheduler``'s brackets as ASHA saw it.
+
+    Rung records depend only on each trial's own reports (the value at the first report at
+    or past each milestone), not on the order trials arrived in, so replaying the history
+    table rebuilds exactly the records the original run had. Returns the number of reports
+    replayed.
+    """
+    metric, time_attr = spec.objective.metric, spec.scheduler.time_attr
+    # ASHA keeps scores as "higher is better" (it negates for mode min).
+    op = -float(spec.objective.sign)
+    by_trial: dict[str, list[Mapping[str, Any]]] = {}
+    for row in history:
+        by_trial.setdefault(row["trial_id"], []).append(row)
+    bracket = _internal(scheduler, "_brackets.0", what="replaying ASHA's rungs on resume")
+    replayed = 0
+    for trial_id, rows in by_trial.items():
+        trial = SimpleNamespace(trial_id=trial_id)
+        for row in sorted(rows, key=lambda r: r.get("step") or 0):
+            t, value = row.get(time_attr), row.get(metric)
+            if _missing(t) or _missing(value):
+                continue
+            bracket.on_result(trial, t, op * float(value))
+            replayed += 1
+    return replayed
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def recorded_end(sweep: SweepDir, trial_id: str) -> dict[str, Any] | None:
+    """The last report of a trial the trial table says has ended, else ``None``.
+
+    Tune saves its experiment state only now and then. After a driver crash it may hold a
+    trial as unfinished that had in fact ended (and whose row and history are on disk);
+    such a trial replays its last report instead of training again.
+    """
+    if not sweep.trials.exists():
+        return None
+    import pandas as pd
+
+    trials = pd.read_parquet(sweep.trials, columns=["trial_id", "status"])
+    status = trials.loc[trials.trial_id == trial_id, "status"]
+    if status.empty or status.iloc[0] not in st.ENDED:
+        return None
+    history = pd.read_parquet(sweep.history)
+    rows = history[history.trial_id == trial_id]
+    if rows.empty:
+        return None
+    last = rows.iloc[-1].dropna().to_dict()
+    last.pop("trial_id", None)
+    return last
+
+
+# --- the live sweep, as Tune's pickled objects see it ---------------------------------------
+
+# Live records and Tune's current trial ids, by sweep directory. Tune pickles its stopper
+# and searcher with every experiment checkpoint, so they name the records instead of
+# holding them (which would pickle the whole history each time).
+_LIVE_RECORDS: dict[str, Any] = {}
+_TUNE_TRIALS: dict[str, set[str]] = {}
+
+
+def register_live(sweep: SweepDir, records: Any) -> None:
+    _LIVE_RECORDS[str(sweep)] = records
+
+
+def live_records(sweep: SweepDir | str) -> Any:
+    return _LIVE_RECORDS.get(str(sweep))
+
+
+def note_tune_trials(sweep: SweepDir, trial_ids: set[str]) -> None:
+    _TUNE_TRIALS[str(sweep)] = trial_ids
+
+
+def may_start_trial(sweep: str, num: int) -> bool:
+    """Whether the sweep may start another trial: fewer than ``num`` trials are known.
+
+    Known are the trial table's rows and the trials Tune holds. After a killed driver,
+    Tune's saved state can miss a trial that ended (its row is on disk); without this,
+    Tune would start a replacement and the sweep would run more trials than planned.
+    """
+    records = _LIVE_RECORDS.get(str(sweep))
+    if records is None:
+        return True
+    return len(set(records.trials) | _TUNE_TRIALS.get(str(sweep), set())) < num
+
+
+# --- Optuna ---------------------------------------------------------------------------------
+
+
+def fail_orphaned_optuna_trials(storage_url: str, study_name: str) -> int:
+    """Mark trials still ``RUNNING`` in the study as ``FAIL``; returns how many.
+
+    Call it when a sweep has finished: every Tune trial has then told Optuna its result,
+    so a running Optuna trial can only be one asked by a driver that died before its Tune
+    trial was saved. It is replaced by a new suggestion, as a failed trial would be.
+    """
+    import optuna
+
+    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    orphans = [t for t in study.get_trials(deepcopy=False)
+               if t.state == optuna.trial.TrialState.RUNNING]
+    for trial in orphans:
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+    return len(orphans)
+
+
+# --- a killed driver's local Ray --------------------------------------------------------------
+
+
+def local_ray_processes() -> list[dict[str, int]]:
+    """The Ray daemons this driver's local instance started and their agents, identified
+    by pid and start time."""
+    try:
+        import ray._private.worker as worker
+    except ImportError:
+        return []
+    node = getattr(worker, "_global_node", None)
+    if node is None:
+        return []
+    pids = []
+    for infos in _internal(node, "all_processes", what="recording the local Ray").values():
+        for info in infos:
+            if info.process is not None:
+                pids.append(info.process.pid)
+    daemons = [p for p in (procs.identify(pid) for pid in pids) if p]
+    # The raylet's agents (dashboard, runtime env) outlive a killed driver's daemons.
+    return daemons + procs.descendants(pids)
+
+
+def stop_orphaned_local_ray(manifest: Mapping[str, Any], *, grace_s: float = 10.0) -> list[int]:
+    """Stop the local Ray instance of a sweep whose driver was killed.
+
+    The manifest records the driver and the local Ray processes it started, each by pid
+    and start time. If that driver is gone and this is the same machine since the same
+    boot, the recorded processes that still match exactly, and their descendants (each
+    checked the same way), are orphans: SIGTERM, then SIGKILL after ``grace_s``. A pid
+    reused by another process, another user's Ray, or anything on another machine is never
+    touched. Returns the pids stopped.
+    """
+    run = last_run(manifest)
+    recorded = [p for p in run.get("local_ray") or [] if isinstance(p, Mapping)]
+    if not recorded or not procs.same_machine(run) or procs.matches(run.get("driver")):
+        return []
+    alive = [dict(p) for p in recorded if procs.matches(p)]
+    alive += [p for p in procs.descendants([p["pid"] for p in alive])
+              if p["pid"] not in {a["pid"] for a in alive}]
+    return procs.terminate(alive, grace_s=grace_s)

@@ -1,0 +1,381 @@
+"""How a trial runs: in the Tune trial's own process, or as a Ray Train worker group.
+
+:func:`resolve_runner` decides once per sweep (and once per ``hpsearch trial``), and is
+the one place the driver imports the user's trainable:
+
+* :class:`InProcessRunner`, for one-worker harness trials: the harness trains inside the
+  Tune trial's actor. No worker group, no process group, no second actor, and Tune reuses
+  the actor for the next trial: start-up drops from tens of seconds to a fraction of one
+  (``benchmarks/trial_startup.py``).
+* :class:`TrainRunner`, for several workers or a raw ``train_loop_per_worker``: the Tune
+  trial builds a ``TorchTrainer`` (Ray Train V2) and forwards rank 0's reports to Tune with
+  a ``TuneReportCallback`` so ASHA can stop it mid-training.
+
+A runner knows the resources its Tune trial holds, whether Tune may reuse its actor, how
+often Tune retries it, how to run one configuration and where its checkpoints live. This is
+the only module that imports ``ray.train``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Mapping
+
+from hpsearch.errors import TrainableError
+from hpsearch.space.spec import Objective, Spec
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.records import sanitize_report
+from hpsearch.workloads.resolve import is_harness_workload, load_trainable
+
+__all__ = ["CheckpointStore", "InProcessRunner", "Runner", "TrainRunner", "require_cuda_if_asked",
+           "resolve_runner"]
+
+# The Tune trial that drives a Ray Train run only waits on it, so it reserves no CPU (a
+# fraction would make two 1-CPU workers not fit on 2 CPUs). Tune refuses an empty
+# resource request, hence one byte of memory.
+DRIVER_RESOURCES = {"CPU": 0, "memory": 1}
+
+
+def resolve_runner(spec: Spec, *, workers: int | None = None) -> "Runner":
+    """The runner for ``spec``: imports the trainable once to see what it is.
+
+    Args:
+        spec: The validated space.
+        workers: Overrides ``resources.workers`` (``hpsearch trial --workers``).
+
+    Raises:
+        TrainableError: The trainable cannot be imported.
+        SpaceError: It is a harness workload and the space gives it a value it refuses
+            (checked here too when its source alone did not say it was one).
+    """
+    harness = is_harness_workload(load_trainable(spec.trainable))
+    if harness:
+        from hpsearch.space import check_harness_values
+
+        check_harness_values(spec)
+    workers = workers or spec.resources.workers
+    if harness and workers == 1:
+        return InProcessRunner(spec)
+    return TrainRunner(spec, harness=harness, workers=workers)
+
+
+@functools.lru_cache(maxsize=8)
+def _trainable(ref: str) -> Any:
+    """The trainable in this process (a trial actor, a Train worker), imported once."""
+    return load_trainable(ref)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """How the trials of one spec run. Plain data: Tune pickles it with the trainable."""
+
+    spec: Spec
+    kind: ClassVar[str]
+    #: Whether Tune may run the next trial in the previous trial's actor.
+    reuse_actors: ClassVar[bool]
+
+    @property
+    def workers(self) -> int:
+        return self.spec.resources.workers
+
+    @property
+    def tune_resources(self) -> dict[str, float]:
+        """What the Tune trial itself reserves."""
+        raise NotImplementedError
+
+    @property
+    def tune_max_failures(self) -> int:
+        """How often Tune retries a failed trial."""
+        return self.spec.trials.max_failures
+
+    def trainable(self, sweep: SweepDir) -> Any:
+        """The Tune trainable: a function trial holding :attr:`tune_resources`."""
+        from ray import tune
+
+        runner = self
+
+        def hpsearch_trial(config: dict[str, Any]) -> None:
+            runner.run_tune_trial(config, sweep)
+
+        return tune.with_resources(hpsearch_trial, dict(self.tune_resources))
+
+    def run_tune_trial(self, sampled: Mapping[str, Any], sweep: SweepDir) -> None:
+        """Body of one Tune trial (runs in the trial's actor)."""
+        from ray import tune
+
+        from hpsearch.driver.repairs import recorded_end
+
+        trial_id = tune.get_context().get_trial_id()
+        done = recorded_end(sweep, trial_id)
+        if done is not None:  # ended before a crash Tune's saved state did not see
+            tune.report(sanitize_report(done, self.spec.objective))
+            return
+        self.run(self.config(sampled), trial_id=trial_id, sweep=sweep)
+
+    def config(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
+        """The full training config of a sampled configuration."""
+        config = self.spec.trial_config(sampled)
+        config.setdefault("use_gpu", self.spec.resources.use_gpu)
+        return config
+
+    def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class InProcessRunner(Runner):
+    """One harness worker, trained inside the Tune trial's actor."""
+
+    kind: ClassVar[str] = "in_process"
+    reuse_actors: ClassVar[bool] = True
+
+    @property
+    def tune_resources(self) -> dict[str, float]:
+        return self.spec.resources.per_worker()
+
+    def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
+        from hpsearch.train.loop import train
+
+        require_cuda_if_asked(config)
+        _limit_threads(self.spec.resources.cpus_per_worker)
+        store = CheckpointStore(sweep, trial_id, keep=self.spec.checkpoints.keep)
+        train(config, _trainable(self.spec.trainable), _TuneSession(self.spec.objective, store))
+
+    def run_local(self, config: Mapping[str, Any], *, checkpoint_root: str | None = None,
+                  on_report: Callable[[dict[str, Any]], None] | None = None) -> list[dict]:
+        """Train ``config`` in this process, no Ray at all (``hpsearch trial``)."""
+        from hpsearch.train.loop import train
+        from hpsearch.train.session import LocalSession
+
+        require_cuda_if_asked(config)
+        session = LocalSession(root=checkpoint_root, on_report=on_report,
+                               keep=self.spec.checkpoints.keep)
+        train(dict(config), _trainable(self.spec.trainable), session)
+        return session.reports
+
+
+@dataclass(frozen=True)
+class TrainRunner(Runner):
+    """A Ray Train ``TorchTrainer`` per trial; the Tune trial only drives it."""
+
+    harness: bool = True
+    n_workers: int = 1
+    kind: ClassVar[str] = "train"
+    reuse_actors: ClassVar[bool] = False  # each TorchTrainer builds its own worker group
+
+    def __init__(self, spec: Spec, *, harness: bool, workers: int):
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "harness", harness)
+        object.__setattr__(self, "n_workers", workers)
+
+    @property
+    def workers(self) -> int:
+        return self.n_workers
+
+    @property
+    def tune_resources(self) -> dict[str, float]:
+        return dict(DRIVER_RESOURCES)
+
+    @property
+    def tune_max_failures(self) -> int:
+        # Ray Train retries the worker group itself; retrying the Tune trial too would run
+        # a failing trial (max_failures + 1) ** 2 times.
+        return 0
+
+    def trainer(self, config: Mapping[str, Any], *, run_config: Any, echo: bool = False):
+        """The ``TorchTrainer`` of one configuration."""
+        from ray.train import ScalingConfig
+        from ray.train.torch import TorchTrainer
+
+        res = self.spec.resources
+        if self.harness:
+            loop: Callable[[dict[str, Any]], None] = _harness_worker_loop
+            loop_config: dict[str, Any] = {"config": dict(config),
+                                           "trainable": self.spec.trainable, "echo": echo}
+        else:
+            loop, loop_config = _trainable(self.spec.trainable), dict(config)
+        return TorchTrainer(
+            loop,
+            train_loop_config=loop_config,
+            scaling_config=ScalingConfig(num_workers=self.n_workers, use_gpu=res.use_gpu,
+                                         resources_per_worker=res.per_worker()),
+            run_config=run_config,
+        )
+
+    def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
+        from ray.train import CheckpointConfig, FailureConfig, RunConfig
+
+        run_config = RunConfig(
+            name=sweep.train_run_name(trial_id),
+            storage_path=os.fspath(sweep.train),
+            callbacks=[_forward_to_tune(self.spec.objective)],
+            failure_config=FailureConfig(max_failures=self.spec.trials.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=self.spec.checkpoints.keep),
+        )
+        self.trainer(config, run_config=run_config).fit()
+
+    def run_on_ray(self, config: Mapping[str, Any], *, storage: str | None = None,
+                   address: str | None = None) -> list[dict[str, Any]]:
+        """Train ``config`` as one Ray Train run, printing rank 0's reports
+        (``hpsearch trial --workers N``); returns the reports."""
+        import tempfile
+
+        from ray.train import RunConfig
+
+        from hpsearch.driver.connect import connect
+
+        conn = connect(address, verbose=True)
+        try:
+            run_config = RunConfig(
+                name="trial", storage_path=storage or tempfile.mkdtemp(prefix="hpsearch-trial-"))
+            result = self.trainer(config, run_config=run_config, echo=True).fit()
+        finally:
+            if conn.started_local:
+                conn.close()
+        df = result.metrics_dataframe
+        return [] if df is None else df.to_dict("records")
+
+
+def require_cuda_if_asked(config: Mapping[str, Any]) -> None:
+    """``use_gpu: true`` with a CPU build of torch (or no visible GPU) would train on the
+    CPU while holding the GPUs: refuse instead."""
+    if not config.get("use_gpu"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        import socket
+
+        raise TrainableError(
+            f"resources.use_gpu is true but torch {torch.__version__} sees no CUDA device on "
+            f"{socket.gethostname()}. Install a CUDA build of torch on every node, or set "
+            "use_gpu: false."
+        )
+
+
+def _limit_threads(cpus: float) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, int(cpus)))
+
+
+class CheckpointStore:
+    """A trial's checkpoints, newest ``keep`` of them, in ``sweep.trial_checkpoints(id)``.
+
+    In-process trials keep their checkpoints here rather than handing them to Tune. Tune
+    deletes a trial's old checkpoints as new ones arrive but saves its experiment state
+    only now and then, so a driver killed in between leaves a state that points at a
+    deleted checkpoint and the trial cannot be restored (seen in the fault tests). Here a
+    restarted trial, after a crash or a resume, always continues from its newest complete
+    checkpoint; a checkpoint appears under its final name only once it is whole.
+    """
+
+    def __init__(self, sweep: SweepDir, trial_id: str, keep: int):
+        self.sweep = sweep
+        self.root = sweep.trial_checkpoints(trial_id)
+        self.keep = keep
+
+    def add(self, src: str, step: int) -> str:
+        """Take ``src`` (a directory the loop wrote) as the checkpoint of ``step``."""
+        import shutil
+
+        os.makedirs(self.root, exist_ok=True)
+        dest = self.root / f"checkpoint_{step:09d}"
+        tmp = self.root / f".tmp-{os.getpid()}-{step}"
+        self.sweep.remove(tmp)
+        shutil.move(src, tmp)
+        self.sweep.remove(dest)
+        os.replace(tmp, dest)
+        for old in self.all()[: -self.keep]:
+            self.sweep.remove(old)
+        return os.fspath(dest)
+
+    def all(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        names = sorted(n for n in os.listdir(self.root) if n.startswith("checkpoint_"))
+        return [os.fspath(self.root / n) for n in names]
+
+    def latest(self) -> str | None:
+        found = self.all()
+        return found[-1] if found else None
+
+
+class _TuneSession:
+    """Harness session for in-process trials: metrics to Tune, checkpoints to a store."""
+
+    world_rank = 0
+    world_size = 1
+    local_rank = 0
+
+    def __init__(self, objective: Objective, store: CheckpointStore):
+        self._objective = objective
+        self._store = store
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
+        from ray import tune
+
+        metrics = sanitize_report(metrics, self._objective)
+        if checkpoint_dir:
+            metrics["checkpoint_path"] = self._store.add(checkpoint_dir, int(metrics["step"]))
+        tune.report(metrics)
+
+    def latest_checkpoint_dir(self) -> str | None:
+        return self._store.latest()
+
+
+class _TrainSession:
+    """Harness session inside a Ray Train worker."""
+
+    def __init__(self, echo: bool = False) -> None:
+        import ray.train
+
+        ctx = ray.train.get_context()
+        self.world_rank = ctx.get_world_rank()
+        self.world_size = ctx.get_world_size()
+        self.local_rank = ctx.get_local_rank()
+        self.echo = echo and self.world_rank == 0  # rank 0 prints (`hpsearch trial`)
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
+        import ray.train
+
+        if self.echo:
+            from hpsearch.driver.single import format_report
+
+            print(format_report(metrics), flush=True)
+        checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        ray.train.report(metrics, checkpoint=checkpoint)
+        if checkpoint_dir:  # Train has copied it into the run's storage
+            from hpsearch.train.checkpoint import discard
+
+            discard(checkpoint_dir)
+
+    def latest_checkpoint_dir(self) -> str | None:
+        import ray.train
+
+        checkpoint = ray.train.get_checkpoint()
+        return checkpoint.to_directory() if checkpoint else None
+
+
+def _harness_worker_loop(payload: dict[str, Any]) -> None:
+    """``train_loop_per_worker`` for harness workloads under Ray Train."""
+    from hpsearch.train.loop import train
+
+    require_cuda_if_asked(payload["config"])
+    session = _TrainSession(echo=bool(payload.get("echo")))
+    train(payload["config"], _trainable(payload["trainable"]), session)
+
+
+def _forward_to_tune(objective: Objective) -> Any:
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    class ForwardToTune(TuneReportCallback):
+        """Forwards rank 0's reports to Tune, sanitised for ASHA and Optuna."""
+
+        def after_report(self, run_context, metrics, checkpoint):  # noqa: ANN001
+            metrics = [sanitize_report(metrics[0], objective), *metrics[1:]]
+            super().after_report(run_context, metrics, checkpoint)
+
+    return ForwardToTune()

@@ -1,0 +1,288 @@
+"""The sweep directory: every file and folder name in it, and the one fence for deletions.
+
+A sweep lives in ``<storage>/<name>/``::
+
+    space.yaml        the space as run, after overrides
+    manifest.json     command, versions, git state, host, seeds, times, status
+    trials.parquet    one row per trial                (docs/trial-tables.md)
+    history.parquet   one row per report per trial
+    optuna.db         the Optuna study (SQLite): optuna.load_study / optuna-dashboard
+    tune/             Ray Tune's experiment state (what `hpsearch resume` restores)
+    checkpoints/      one-worker trials' checkpoints: <trial_id>/checkpoint_<step>
+    train/            Ray Train runs of multi-worker trials: train-<trial_id>/checkpoint_*
+
+This is the only module that spells those names. Everything else asks a :class:`SweepDir`.
+
+Deleting: hpsearch deletes only what it created. :func:`remove_inside` is the one function
+that deletes anything; it refuses any path that does not resolve strictly inside the
+directory it is given, and every deletion in the package goes through it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from hpsearch.errors import InvalidArgumentError, StorageError
+
+__all__ = ["SweepDir", "SWEEP_NAME", "TRIAL_ID", "UnsafePathError", "check_sweep_name",
+           "check_trial_id", "remove_inside", "storage_root", "write_atomic"]
+
+#: A sweep name: it names a directory directly under the storage root.
+SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+#: A trial id as Ray Tune makes them (8 hex digits), or ``trial`` for `hpsearch trial`.
+TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")
+
+_TMP_MARK = ".tmp-"
+
+
+class UnsafePathError(InvalidArgumentError):
+    """A deletion or a name would reach outside the directory hpsearch owns."""
+
+
+def check_sweep_name(name: str, *, what: str = "sweep name") -> str:
+    """Return ``name`` if it may name a sweep directory, else raise a one-line error.
+
+    The rule is the YAML ``name:`` rule: 1-100 letters, digits, ``.``, ``_`` or ``-``,
+    starting with a letter or digit. So no ``/``, no ``..``, no absolute path.
+    """
+    if not isinstance(name, str) or not SWEEP_NAME.match(name) or name in (".", ".."):
+        raise UnsafePathError(
+            f"{what} {name!r} is not allowed: use 1-100 letters, digits, `.`, `_` or `-`, "
+            "starting with a letter or digit (it names a directory directly under the storage)"
+        )
+    return name
+
+
+def check_trial_id(trial_id: object) -> str:
+    """Return ``trial_id`` if it has a trial id's shape (it builds paths), else raise."""
+    if not isinstance(trial_id, str) or not TRIAL_ID.match(trial_id):
+        raise UnsafePathError(f"trial id {trial_id!r} does not look like a trial id; "
+                              "the trial table may have been edited by hand")
+    return trial_id
+
+
+def storage_root(storage: str | os.PathLike) -> Path:
+    """The directory holding sweeps, resolved.
+
+    Raises:
+        InvalidArgumentError: An object-store URI, a file, or a system directory.
+    """
+    from hpsearch.space import storage_problem
+
+    text = os.fspath(storage)
+    if "://" in text:
+        raise InvalidArgumentError(
+            f"--storage must be a filesystem path, not {text!r}: object-store URIs are "
+            "not supported yet. On a multi-node cluster use a path every node mounts (NFS)."
+        )
+    problem = storage_problem(text)
+    if problem:
+        raise InvalidArgumentError(f"storage {text!r} {problem}; choose another with --storage")
+    return Path(text).expanduser().resolve()
+
+
+def remove_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Delete ``path`` (a file or a directory tree) only if it lies strictly inside ``root``.
+
+    The check is on resolved paths, so ``..`` segments and symbolic links that lead out of
+    ``root`` are refused; a symbolic link inside ``root`` is removed as a link, never
+    followed. Returns whether something was deleted.
+
+    Raises:
+        UnsafePathError: ``path`` is ``root`` itself or outside it. Nothing is deleted.
+    """
+    root_real = Path(root).resolve()
+    target = Path(path)
+    if not target.is_absolute():
+        target = root_real / target
+    # Resolve the parent (following links there), but not the last component: a link
+    # inside root is deleted as a link.
+    parent_real = target.parent.resolve()
+    candidate = parent_real / target.name
+    if target.name in ("", ".", "..") or not _strictly_inside(candidate, root_real):
+        raise UnsafePathError(f"refusing to delete {os.fspath(path)!r}: it is not inside "
+                              f"{os.fspath(root_real)!r}")
+    if candidate.is_symlink() or candidate.is_file():
+        candidate.unlink(missing_ok=True)
+        return True
+    if candidate.is_dir():
+        shutil.rmtree(candidate)
+        return True
+    if os.path.lexists(candidate):
+        candidate.unlink(missing_ok=True)
+        return True
+    return False
+
+
+def _strictly_inside(path: Path, root: Path) -> bool:
+    return path != root and root in path.parents
+
+
+def write_atomic(target: Path, write: Callable[[Path], None], *, what: str | None = None) -> None:
+    """Write ``target`` so that a reader, a crash or a power cut sees the old file or the
+    new one, never a part: ``write(tmp)`` fills a temporary file next to it, which is
+    flushed to disk, renamed over ``target``, and the directory entry flushed too.
+
+    Raises:
+        StorageError: The write failed (full disk, permissions); ``target`` is untouched.
+    """
+    tmp = SweepDir.temp_for(target)
+    try:
+        write(tmp)
+        _fsync_file(tmp)
+        if _KILL_BEFORE_REPLACE and target.suffix == ".parquet":  # fault injection (tests)
+            os.kill(os.getpid(), 9)
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    except OSError as exc:
+        try:
+            remove_inside(target.parent, tmp)  # our own temporary file, next to the target
+        except OSError:
+            pass
+        raise StorageError(
+            f"cannot write {what or target.name} in {target.parent}: {exc.strerror or exc}. "
+            "The previous copy is intact; free disk space or fix permissions, then "
+            "`hpsearch resume`."
+        ) from None
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # not supported here (e.g. some network filesystems): the rename stands
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# Set only by the fault tests (tests/cli/test_faults.py): SIGKILL the driver between
+# writing a table's temporary file and renaming it into place.
+_KILL_BEFORE_REPLACE = os.environ.get("HPSEARCH_TEST_KILL_BEFORE_TABLE_REPLACE") == "1"
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """One sweep's directory. Every path inside a sweep comes from here.
+
+    Attributes:
+        path: The directory, absolute.
+    """
+
+    path: Path
+
+    @classmethod
+    def at(cls, storage: str | os.PathLike, name: str) -> "SweepDir":
+        """The sweep ``name`` under ``storage``; ``name`` must pass :func:`check_sweep_name`."""
+        return cls(storage_root(storage) / check_sweep_name(name))
+
+    @classmethod
+    def of(cls, path: str | os.PathLike) -> "SweepDir":
+        """The sweep directory at ``path`` as it is now (it may have been moved or copied)."""
+        return cls(Path(path).expanduser().resolve())
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    def __str__(self) -> str:
+        return os.fspath(self.path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def storage(self) -> Path:
+        return self.path.parent
+
+    # --- files -------------------------------------------------------------------------
+
+    @property
+    def space(self) -> Path:
+        return self.path / "space.yaml"
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / "manifest.json"
+
+    @property
+    def trials(self) -> Path:
+        return self.path / "trials.parquet"
+
+    @property
+    def history(self) -> Path:
+        return self.path / "history.parquet"
+
+    @property
+    def optuna(self) -> Path:
+        return self.path / "optuna.db"
+
+    @property
+    def optuna_url(self) -> str:
+        """The study's storage URL, from where the directory is now."""
+        return f"sqlite:///{self.optuna}"
+
+    @property
+    def tune(self) -> Path:
+        return self.path / "tune"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def train(self) -> Path:
+        return self.path / "train"
+
+    def exists(self) -> bool:
+        """Whether a sweep was started here (its manifest exists)."""
+        return self.manifest.exists()
+
+    # --- per trial ---------------------------------------------------------------------
+
+    def trial_checkpoints(self, trial_id: str) -> Path:
+        """Where a one-worker (in-process) trial keeps its checkpoints."""
+        return self.checkpoints / check_trial_id(trial_id)
+
+    def train_run_name(self, trial_id: str) -> str:
+        """The Ray Train run name of a multi-worker trial (a folder under :attr:`train`)."""
+        return f"train-{check_trial_id(trial_id)}"
+
+    def checkpoint_dirs(self, trial_id: str) -> list[Path]:
+        """A trial's checkpoint directories, whichever way it ran."""
+        found = list(self.trial_checkpoints(trial_id).glob("checkpoint_*"))
+        found += list((self.train / self.train_run_name(trial_id)).glob("checkpoint_*"))
+        return sorted(p for p in found if p.is_dir())
+
+    # --- temporary files of atomic writes ------------------------------------------------
+
+    @staticmethod
+    def temp_for(target: Path, tag: str | int | None = None) -> Path:
+        """The temporary name a file is written under before it replaces ``target``."""
+        tag = os.getpid() if tag is None else tag
+        return target.with_name(f".{target.name}{_TMP_MARK}{tag}")
+
+    def temp_files(self, target: Path) -> list[Path]:
+        """Temporary copies of ``target`` a killed writer left behind, newest first."""
+        found = [p for p in self.path.glob(f".{target.name}{_TMP_MARK}*") if p.is_file()]
+        return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+    def remove(self, path: str | os.PathLike) -> bool:
+        """Delete ``path`` if it is inside this sweep (the fence: :func:`remove_inside`)."""
+        return remove_inside(self.path, path)

@@ -1,0 +1,257 @@
+"""Trial records: plain per-trial state keyed by trial id, fed by Tune's results.
+
+:class:`TrialRecords` is what the trial tables are written from. It imports neither Ray
+nor pandas, so its logic is tested with hand-made results. An ended row is final: nothing
+that arrives for it later (a trial Tune restarts after a crash, a late result) changes it,
+so a finished trial's result is never lost or overwritten.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Iterable, Mapping
+
+from hpsearch.space.spec import Objective, Spec
+from hpsearch.store import status as st
+
+__all__ = ["OBJECTIVE_MISSING", "TUNE_KEYS", "TrialRecords", "final_status", "history_row",
+           "sanitize_report"]
+
+#: Set on a report that lacked the objective metric (it then carries the worst value):
+#: a trial whose every report had it never reported its objective, and fails.
+OBJECTIVE_MISSING = "hpsearch_objective_missing"
+
+#: Result keys that are Tune bookkeeping rather than training metrics.
+TUNE_KEYS = frozenset(
+    {
+        "config", "date", "done", "experiment_tag", "hostname", "iterations_since_restore",
+        "node_ip", "pid", "should_checkpoint", "time_since_restore", "time_this_iter_s",
+        "timestamp", "timesteps_since_restore", "timesteps_total", "episodes_total",
+        "trial_id", "checkpoint_dir_name", "checkpoint_path", "checkpoint", OBJECTIVE_MISSING,
+    }
+)
+
+
+def sanitize_report(metrics: Mapping[str, Any], objective: Objective) -> dict[str, Any]:
+    """Make a report safe for ASHA and Optuna.
+
+    A missing or non-finite objective (a diverged run, an unsupported precision, a raw loop
+    that reports other metrics) becomes the worst value for the mode: Optuna rejects NaN,
+    ASHA's cut-offs ignore it, and a missing key crashes the searcher. A missing one is
+    also marked with :data:`OBJECTIVE_MISSING`, so the trial can be judged by what it
+    really reported.
+    """
+    out = {k: v for k, v in metrics.items() if k != "checkpoint"}
+    value = out.get(objective.metric)
+    if value is None and objective.metric not in out:
+        out[OBJECTIVE_MISSING] = True
+    if not math.isfinite(objective.score(value)):
+        out[objective.metric] = objective.worst
+    return out
+
+
+def history_row(trial_id: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """One history row: ``trial_id``, ``step``, ``epoch``, ``time_total_s`` and every
+    scalar metric of the report."""
+    row: dict[str, Any] = {"trial_id": trial_id}
+    for key, value in result.items():
+        if key in TUNE_KEYS or not _is_scalar(value):
+            continue
+        row[key] = value
+    row.setdefault("step", result.get("training_iteration"))
+    row.setdefault("epoch", None)
+    return row
+
+
+def final_status(
+    last: Mapping[str, Any] | None,
+    *,
+    spec: Spec,
+    errored: bool = False,
+    finished: bool = True,
+    budget_expired: bool = False,
+) -> str:
+    """Status of a trial from its last report and how it ended."""
+    if errored:
+        return st.FAILED
+    if not finished:
+        return st.RUNNING if last else st.PENDING
+    if not last:  # ended before its first report (budget, stop of the whole sweep)
+        return st.STOPPED
+    reported = last.get("status")
+    if reported in st.FROM_LOOP:
+        return reported
+    reached = last.get(spec.scheduler.time_attr)
+    if reached is not None and float(reached) >= spec.scheduler.max_t:
+        return st.COMPLETED
+    if budget_expired:
+        return st.STOPPED
+    return st.STOPPED_BY_ASHA if spec.scheduler.type == "asha" else st.COMPLETED
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _is_nan(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+class TrialRecords:
+    """Plain per-trial state and history rows, independent of Ray (tested directly).
+
+    Attributes:
+        trials: ``trial_id -> row`` (the future ``trials.parquet`` row, plus ``last``).
+        history: Every report, in arrival order (the future ``history.parquet``).
+        version: Bumped on every change, so writers know what is unsaved.
+    """
+
+    def __init__(self, spec: Spec):
+        self.spec = spec
+        self.trials: dict[str, dict[str, Any]] = {}
+        self.history: list[dict[str, Any]] = []
+        self.version = 0
+        self._seen_steps: set[tuple[str, Any]] = set()
+
+    def _ended(self, trial_id: str) -> bool:
+        row = self.trials.get(trial_id)
+        return row is not None and row.get("status") in st.ENDED
+
+    def start(self, trial_id: str, params: Mapping[str, Any]) -> None:
+        if self._ended(trial_id):
+            # Ended before a crash that Tune's saved state did not see: Tune starts it
+            # again, the trial replays its recorded result, and its row stays as it was.
+            return
+        self.version += 1
+        row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": st.RUNNING})
+        row.update({p.name: params.get(p.name) for p in self.spec.params})
+        row["status"] = st.RUNNING
+        row.setdefault("started_at", time.time())
+
+    def result(self, trial_id: str, result: Mapping[str, Any]) -> None:
+        if self._ended(trial_id):
+            return
+        self.version += 1
+        row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": st.RUNNING})
+        hist = history_row(trial_id, result)
+        key = (trial_id, hist.get("step"))
+        if key not in self._seen_steps:  # a restarted trial may repeat a report
+            self._seen_steps.add(key)
+            self.history.append(hist)
+        objective = self.spec.objective
+        value = result.get(objective.metric)
+        if not result.get(OBJECTIVE_MISSING):
+            row["objective_reported"] = True
+        row["last"] = hist
+        row["final_value"] = value
+        if objective.better(value, row.get("best_value")):
+            row["best_value"] = value
+            row["best_step"] = hist.get("step")
+            row["best_epoch"] = hist.get("epoch")
+        row["steps"] = hist.get("step")
+        row["epochs"] = hist.get("epoch")
+        row["wall_s"] = result.get("time_total_s")
+        if result.get("precision") is not None:
+            row["precision_used"] = result.get("precision")
+        if result.get("checkpoint_path"):
+            row["checkpoint"] = result["checkpoint_path"]
+
+    def end(
+        self,
+        trial_id: str,
+        *,
+        errored: bool = False,
+        error: str | None = None,
+        checkpoint: str | None = None,
+        budget_expired: bool = False,
+        returned: bool = False,
+    ) -> None:
+        """End a trial's row.
+
+        Args:
+            errored: Its code raised.
+            error: The error's last line.
+            checkpoint: Its last checkpoint.
+            budget_expired: The sweep ended around it.
+            returned: Its training function returned by itself (Tune's trial completed):
+                if it never reported the objective metric, it failed.
+        """
+        if self._ended(trial_id):
+            return
+        self.version += 1
+        row = self.trials.setdefault(trial_id, {"trial_id": trial_id})
+        if returned and not errored and not row.get("objective_reported"):
+            errored, error = True, self._never_reported(row)
+        row["status"] = final_status(
+            row.get("last"), spec=self.spec, errored=errored, budget_expired=budget_expired
+        )
+        row["ended_at"] = time.time()
+        if error:
+            row["error"] = error
+        if checkpoint and not row.get("checkpoint"):
+            row["checkpoint"] = checkpoint
+
+    def _never_reported(self, row: Mapping[str, Any]) -> str:
+        metric = self.spec.objective.metric
+        keys = {"trial_id", "step", "epoch", "time_total_s", "training_iteration", metric}
+        names = ", ".join(sorted(k for k in row.get("last") or {} if k not in keys)) or "none"
+        return (f"TrainableError: {self.spec.trainable} never reported the objective metric "
+                f"{metric!r}; it reported: {names}. Report it with "
+                f"ray.train.report({{{metric!r}: ...}}) or change objective.metric.")
+
+    def load(self, trials: Iterable[Mapping[str, Any]], history: Iterable[Mapping[str, Any]]):
+        """Seed from tables written earlier (resume)."""
+        self.version += 1
+        for row in trials:
+            row = {k: v for k, v in row.items() if not _is_nan(v)}
+            if math.isfinite(self.spec.objective.score(row.get("best_value"))):
+                row["objective_reported"] = True
+            self.trials[row["trial_id"]] = row
+        last: dict[str, dict[str, Any]] = {}
+        for row in history:
+            row = {k: v for k, v in row.items() if not _is_nan(v)}
+            key = (row["trial_id"], row.get("step"))
+            if key not in self._seen_steps:
+                self._seen_steps.add(key)
+                self.history.append(row)
+                last[row["trial_id"]] = row
+        for tid, row in self.trials.items():
+            if tid in last:
+                row["last"] = last[tid]
+
+    def stop_unfinished(self) -> list[str]:
+        """End every trial still running as ``stopped``: the sweep ended around it (time
+        budget, all-failed stop) and Tune calls no callback for those."""
+        unfinished = self.unfinished()
+        for tid in unfinished:
+            self.end(tid, budget_expired=True)
+        return unfinished
+
+    def forget_unfinished_except(self, known: set[str]) -> list[str]:
+        """Drop unfinished trials Tune does not know (resume): a driver that died after
+        starting them but before saving Tune's state takes them with it. Returns their ids."""
+        lost = [tid for tid in self.unfinished() if tid not in known]
+        if lost:
+            self.version += 1
+            for tid in lost:
+                del self.trials[tid]
+            self.history = [h for h in self.history if h["trial_id"] not in lost]
+            self._seen_steps = {k for k in self._seen_steps if k[0] not in lost}
+        return lost
+
+    # --- questions -----------------------------------------------------------------------
+
+    def unfinished(self) -> list[str]:
+        return [tid for tid, row in self.trials.items()
+                if row.get("status", st.RUNNING) in st.UNFINISHED]
+
+    def counts(self) -> dict[str, int]:
+        return st.count(self.trials.values())
+
+    def best(self) -> dict[str, Any] | None:
+        """The row with the best ``best_value``, or ``None`` if no trial has one."""
+        objective = self.spec.objective
+        scored = [r for r in self.trials.values()
+                  if math.isfinite(objective.score(r.get("best_value")))]
+        return min(scored, key=lambda r: objective.score(r["best_value"])) if scored else None

@@ -1,0 +1,268 @@
+"""Trial tables: :class:`TrialRecords` -> ``trials.parquet`` and ``history.parquet``.
+
+The Tune callback rewrites both tables atomically and durably at a bounded interval and
+whenever a trial ends, so a notebook can read them at any moment of a sweep and a finished
+trial's row is on disk as soon as it ends. Readers (:func:`read_trials`,
+:func:`read_history`) import only pandas. The schema is in ``docs/trial-tables.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from hpsearch.errors import DamagedSweepError, SweepNotFoundError
+from hpsearch.space.spec import TRIAL_COLUMNS, Spec
+from hpsearch.store.layout import SweepDir, UnsafePathError, check_trial_id, write_atomic
+from hpsearch.store.records import TrialRecords
+
+__all__ = ["history_frame", "load_tables", "prepare_single_trial_dir", "read_history",
+           "read_trials", "trials_frame", "write_single_trial", "write_tables"]
+
+
+def trials_frame(records: TrialRecords):
+    """The trial table of ``records`` as a DataFrame with stable column types."""
+    import pandas as pd
+
+    spec = records.spec
+    res = spec.resources
+    params = [p.name for p in spec.params if p.name not in TRIAL_COLUMNS]
+    columns = ["trial_id", "status", *params, *TRIAL_COLUMNS[2:]]
+    rows = []
+    for row in records.trials.values():
+        out = {c: row.get(c) for c in columns}
+        wall = row.get("wall_s")
+        out["worker_s"] = wall * res.workers if wall is not None else None
+        out["gpu_s"] = (
+            wall * res.per_trial().get("GPU", 0.0) if wall is not None else None
+        )
+        rows.append(out)
+    df = pd.DataFrame(rows, columns=columns)
+    for col in ("started_at", "ended_at"):
+        df[col] = pd.to_datetime(df[col], unit="s", utc=True)
+    for col in ("final_value", "best_value", "wall_s", "worker_s", "gpu_s"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    for col in ("best_step", "steps"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    for col in ("best_epoch", "epochs"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    # Fixed types, so a column that is empty in this sweep (no error yet, a conditional
+    # parameter never sampled) has the same Arrow type as in every other sweep.
+    for col in ("trial_id", "status", "precision_used", "checkpoint", "error"):
+        df[col] = df[col].astype("string")
+    for p in spec.params:
+        if p.name not in params:
+            continue
+        if p.type == "float":
+            df[p.name] = pd.to_numeric(df[p.name], errors="coerce").astype("float64")
+        elif p.type == "int":
+            df[p.name] = pd.to_numeric(df[p.name], errors="coerce").astype("Int64")
+        elif all(isinstance(c, str) for c in p.choices):
+            df[p.name] = df[p.name].astype("string")
+    return _arrow_safe(df)
+
+
+def history_frame(records: TrialRecords):
+    """The history table of ``records`` as a DataFrame."""
+    import pandas as pd
+
+    df = pd.DataFrame(records.history)
+    if df.empty:
+        df = pd.DataFrame(columns=["trial_id", "step", "epoch", "time_total_s"])
+    lead = [c for c in ("trial_id", "step", "epoch", "time_total_s") if c in df]
+    df = df[lead + sorted(c for c in df.columns if c not in lead)]
+    if "step" in df:
+        df["step"] = pd.to_numeric(df["step"], errors="coerce").astype("Int64")
+    if "epoch" in df:
+        df["epoch"] = pd.to_numeric(df["epoch"], errors="coerce").astype("float64")
+    return _arrow_safe(df)
+
+
+def _is_nan(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _arrow_safe(df):
+    """Columns mixing types (e.g. categorical choices ``[32, auto]``) become strings, so
+    the Parquet schema stays one type per column."""
+    for col in df.columns:
+        if df[col].dtype == object:
+            kinds = {type(v) for v in df[col] if not _is_nan(v)}
+            if len(kinds) > 1:
+                df[col] = df[col].map(lambda v: None if _is_nan(v) else str(v))
+    return df
+
+
+def write_parquet_atomic(df, path: Path) -> None:
+    """Write ``df`` so a reader sees the old file or the new one, even after a power cut."""
+    write_atomic(path, lambda tmp: df.to_parquet(tmp, index=False))
+
+
+def write_tables(records: TrialRecords, sweep: SweepDir) -> None:
+    write_parquet_atomic(trials_frame(records), sweep.trials)
+    write_parquet_atomic(history_frame(records), sweep.history)
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+def _table_path(path: str | os.PathLike, which: str) -> Path:
+    path = Path(path)
+    if path.is_dir():
+        path = getattr(SweepDir.of(path), which)
+    if not path.exists():
+        raise SweepNotFoundError(
+            f"no {which} table at {path}: pass a sweep directory (e.g. runs/<name>) "
+            "or the path of the table itself"
+        )
+    return path
+
+
+def _read_parquet(path: Path):
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure means a damaged file
+        raise DamagedSweepError(
+            f"{path} cannot be read as a table ({type(exc).__name__}: {_short(exc)})"
+        ) from None
+
+
+def read_trials(path: str | os.PathLike):
+    """Read a sweep's trial table (one row per trial) as a pandas DataFrame.
+
+    Args:
+        path: The sweep directory (``runs/<name>``) or the ``trials.parquet`` file. Safe to
+            call while the sweep runs.
+
+    Raises:
+        SweepNotFoundError: There is no trial table there.
+        DamagedSweepError: The file is not a readable table.
+
+    Example:
+        >>> import hpsearch
+        >>> df = hpsearch.read_trials("runs/quickstart")          # doctest: +SKIP
+        >>> df.sort_values("best_value").head()                   # doctest: +SKIP
+    """
+    return _read_parquet(_table_path(path, "trials"))
+
+
+def read_history(path: str | os.PathLike):
+    """Read a sweep's history table (one row per report per trial) as a DataFrame."""
+    return _read_parquet(_table_path(path, "history"))
+
+
+def _valid_trials(df, path: Path):
+    missing = {"trial_id", "status"} - set(df.columns)
+    if missing:
+        raise DamagedSweepError(f"{path} has no {', '.join(sorted(missing))} column")
+    try:
+        for tid in df["trial_id"]:
+            check_trial_id(tid)
+    except UnsafePathError as exc:
+        raise DamagedSweepError(f"{path}: {exc}") from None
+    return df
+
+
+def _newest_readable(sweep: SweepDir, target: Path, check=None):
+    """The newest complete copy of ``target``: the file itself, or a temporary copy a killed
+    writer finished but never renamed. Returns ``(frame, path)``; ``(None, None)`` when
+    neither exists."""
+    candidates = [p for p in (target, *sweep.temp_files(target)) if p.is_file()]
+    candidates.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    errors = []
+    for path in candidates:
+        try:
+            df = _read_parquet(path)
+            return (check(df, path) if check else df), path
+        except DamagedSweepError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise DamagedSweepError(
+            f"{target.name} of sweep {sweep.name!r} is damaged and no complete copy is left: "
+            f"{errors[0]}. Nothing was changed."
+        )
+    return None, None
+
+
+def load_tables(sweep: SweepDir) -> tuple[list[dict], list[dict]]:
+    """The rows of both tables for a resume, read and checked before anything is changed.
+
+    A damaged table is recovered from a complete temporary copy when one exists. Only once
+    both are read are stale temporary files removed.
+
+    Raises:
+        DamagedSweepError: A table is damaged with no complete copy, a trial id is not a
+            trial id, or the history exists without the trial table.
+    """
+    trials, _ = _newest_readable(sweep, sweep.trials, _valid_trials)
+    history, _ = _newest_readable(sweep, sweep.history)
+    if trials is None and history is not None and len(history):
+        raise DamagedSweepError(
+            f"sweep {sweep.name!r} has a history table but no trial table ({sweep.trials}). "
+            "Nothing was changed; restore trials.parquet from a backup, or copy "
+            "history.parquet away and start a new sweep."
+        )
+    for target in (sweep.trials, sweep.history):
+        for stale in sweep.temp_files(target):
+            sweep.remove(stale)
+    if trials is None:
+        return [], []
+    trial_rows = trials.to_dict("records")
+    history_rows = history.to_dict("records") if history is not None else []
+    return trial_rows, history_rows
+
+
+def prepare_single_trial_dir(path: str | os.PathLike, *, overwrite: bool = False) -> SweepDir:
+    """The directory ``hpsearch trial --output`` writes its tables to, made and checked
+    before training starts.
+
+    Raises:
+        InvalidArgumentError: ``path`` is not a place for tables (a file, ``/proc``).
+        SweepExistsError: It holds a sweep or trial tables already, and ``overwrite`` is
+            false. Nothing is written.
+        StorageError: It cannot be created or written.
+    """
+    from hpsearch.errors import InvalidArgumentError, StorageError, SweepExistsError
+    from hpsearch.space import storage_problem
+
+    problem = storage_problem(os.fspath(path))
+    if problem:
+        raise InvalidArgumentError(f"--output {os.fspath(path)!r} {problem}")
+    out = SweepDir.of(path)
+    held = [p.name for p in (out.manifest, out.trials, out.history) if os.path.lexists(p)]
+    if held and not overwrite:
+        what = "a sweep" if out.manifest.name in held else "trial tables"
+        raise SweepExistsError(
+            f"--output {out} already holds {what} ({', '.join(held)}); hpsearch trial would "
+            "replace its tables. Choose another directory, or pass --overwrite to replace "
+            "the tables (nothing else there is touched)."
+        )
+    try:
+        out.path.mkdir(parents=True, exist_ok=True)
+        probe = SweepDir.temp_for(out.trials, "probe")
+        probe.write_bytes(b"")
+        out.remove(probe)
+    except OSError as exc:
+        raise StorageError(f"cannot write to --output {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def write_single_trial(spec: Spec, params: Mapping[str, Any], reports: Iterable[Mapping[str, Any]],
+                       sweep: SweepDir, *, trial_id: str = "trial") -> None:
+    """Tables for one trial run without a sweep (``hpsearch trial --output``), with the
+    same schema as a sweep's."""
+    sweep.path.mkdir(parents=True, exist_ok=True)
+    records = TrialRecords(spec)
+    records.start(trial_id, params)
+    for report in reports:
+        records.result(trial_id, report)
+    records.end(trial_id)
+    write_tables(records, sweep)
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

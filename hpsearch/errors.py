@@ -21,6 +21,7 @@ __all__ = [
     "DamagedSweepError",
     "InvalidArgumentError",
     "TrialFailedError",
+    "SweepStalledError",
 ]
 
 
@@ -121,5 +122,11 @@ class InvalidArgumentError(HpsearchError):
 class TrialFailedError(HpsearchError):
     """``hpsearch trial``: the training code raised. The message is the exception's last
     line and where its full traceback was saved."""
+
+    exit_code = 1
+
+
+class SweepStalledError(HpsearchError):
+    """Trials waited for resources that never came; the sweep was stopped, tables written."""
 
     exit_code = 1

@@ -18,7 +18,7 @@ from typing import TextIO
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
-from hpsearch.driver import repairs
+from hpsearch.driver import live
 from hpsearch.errors import StorageError
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
@@ -28,7 +28,8 @@ from hpsearch.store.retention import prune_checkpoints
 from hpsearch.store.summary import fmt_value, printable, status_line
 from hpsearch.store.tables import write_tables
 
-__all__ = ["AllFailedStopper", "ProgressCallback", "TablesCallback"]
+__all__ = ["AllFailedStopper", "ProgressCallback", "StallWatch", "TablesCallback",
+           "describe_waiting"]
 
 
 class TablesCallback(Callback):
@@ -36,7 +37,7 @@ class TablesCallback(Callback):
     results arrive, and at once when a trial ends (so no finished trial is ever lost)."""
 
     def __init__(self, records: TrialRecords, sweep: SweepDir, *, interval_s: float = 5.0):
-        repairs.register_live(sweep, records)
+        live.register(sweep, records)
         self.records = records
         self.sweep = sweep
         self.interval_s = interval_s
@@ -66,7 +67,7 @@ class TablesCallback(Callback):
 
     def on_step_begin(self, iteration, trials, **info):
         ids = {t.trial_id for t in trials}
-        repairs.note_tune_trials(self.sweep, ids)
+        live.note_tune_trials(self.sweep, ids)
         if not self.reconciled:  # first step of a (resumed) run: Tune's trials are known
             self.reconciled = True
             self.records.forget_unfinished_except(ids)
@@ -124,6 +125,7 @@ class ProgressCallback(Callback):
         self.stream = stream or sys.stdout
         self.heartbeat_s = heartbeat_s
         self.t0 = self.last_beat = time.monotonic()
+        self.started_at = time.time()
         self._want_live = self.stream.isatty() if live is None else live
         self._live = None
 
@@ -131,6 +133,7 @@ class ProgressCallback(Callback):
         # Started here, not in __init__: if building the Tuner fails, no live display is
         # left running with the cursor hidden.
         self.t0 = self.last_beat = time.monotonic()
+        self.started_at = time.time()
         if self._want_live and self.stream is not None:
             from rich.console import Console
             from rich.live import Live
@@ -147,9 +150,13 @@ class ProgressCallback(Callback):
     def _render(self):
         from rich.text import Text
 
-        return Text(status_line(self.records, self.spec, elapsed=time.monotonic() - self.t0))
+        return Text(self._status())
 
-    def _log(self, message: str) -> None:
+    def _status(self) -> str:
+        return status_line(self.records, self.spec, elapsed=time.monotonic() - self.t0,
+                           started_at=self.started_at)
+
+    def log(self, message: str) -> None:
         stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
         if self._live is not None:
             from rich.markup import escape  # a "[...]" in a value is text, not markup
@@ -162,15 +169,15 @@ class ProgressCallback(Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info):
         cfg = ", ".join(f"{k}={fmt_value(v)}" for k, v in trial.config.items())
-        self._log(f"trial {trial.trial_id} started: {cfg}")
+        self.log(f"trial {trial.trial_id} started: {cfg}")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         row = self.records.trials.get(trial.trial_id, {})
         if row.get("status") == st.FAILED:  # ran, but never reported its objective
-            self._log(f"trial {trial.trial_id} failed: {printable(row.get('error'))}")
+            self.log(f"trial {trial.trial_id} failed: {printable(row.get('error'))}")
             return
         unit = self.spec.scheduler.time_attr
-        self._log(
+        self.log(
             f"trial {trial.trial_id} {row.get('status', 'ended')} at {unit} "
             f"{fmt_value(row.get(unit + 's'))}: {printable(self.spec.objective.metric)} "
             f"{fmt_value(row.get('final_value'))} (best {fmt_value(row.get('best_value'))})"
@@ -179,7 +186,7 @@ class ProgressCallback(Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         row = self.records.trials.get(trial.trial_id, {})
         where = os.path.join(trial.path, "error.txt") if trial.path else "its error.txt"
-        self._log(f"trial {trial.trial_id} failed: {printable(row.get('error') or 'unknown error')} "
+        self.log(f"trial {trial.trial_id} failed: {printable(row.get('error') or 'unknown error')} "
                   f"(traceback: {where})")
 
     def on_step_end(self, iteration, trials, **info):
@@ -188,7 +195,7 @@ class ProgressCallback(Callback):
             self._live.update(self._render())
         elif now - self.last_beat >= self.heartbeat_s:
             self.last_beat = now
-            self._log(status_line(self.records, self.spec, elapsed=now - self.t0))
+            self.log(self._status())
 
     def on_experiment_end(self, trials, **info):
         self.close()
@@ -205,17 +212,120 @@ class AllFailedStopper(Stopper):
     every later trial, so don't spend the budget finding that out."""
 
     def __init__(self, records: TrialRecords, sweep: SweepDir, *, threshold: int):
-        repairs.register_live(sweep, records)
+        live.register(sweep, records)
         self.sweep = str(sweep)
         self.threshold = threshold
 
     def __call__(self, trial_id, result):
         return False
 
-    def stop_all(self) -> bool:
-        records = repairs.live_records(self.sweep)
+    def all_failed(self) -> bool:
+        records = live.records(self.sweep)
         if records is None:
             return False
         ended = [r.get("status") for r in records.trials.values()
                  if r.get("status") in st.ENDED]
         return len(ended) >= self.threshold and all(s == st.FAILED for s in ended)
+
+    def stop_all(self) -> bool:
+        watch = live.watch(self.sweep)
+        return self.all_failed() or (watch is not None and watch.should_stop())
+
+
+#: Seconds without a trial starting, reporting or ending, with resource requests pending,
+#: before the sweep says what it waits for, and before it gives up (docs/cluster.md).
+STALL_WARN_S = float(os.environ.get("HPSEARCH_STALL_WARN_S", "120"))
+STALL_FAIL_S = float(os.environ.get("HPSEARCH_STALL_FAIL_S", "900"))
+
+
+class StallWatch(Callback):
+    """Never a silent hang. When trials are running but none has started, reported or
+    ended for ``warn_s`` seconds while resource requests (placement groups) are pending,
+    it prints what the sweep waits for and what holds it; after ``fail_s`` seconds it
+    stops the sweep, and :attr:`diagnosis` says why."""
+
+    def __init__(self, records: TrialRecords, log, *, warn_s: float = STALL_WARN_S,
+                 fail_s: float = STALL_FAIL_S, check_every_s: float = 5.0):
+        self.records = records
+        self.log = log
+        self.warn_s, self.fail_s = warn_s, fail_s
+        self.check_every_s = check_every_s
+        self.last_activity = self.last_check = time.monotonic()
+        self.warned = False
+        self.diagnosis: str | None = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["log"] = None
+        return state
+
+    def _active(self, *args, **kwargs):
+        self.last_activity = time.monotonic()
+        self.warned = False
+
+    on_trial_start = on_trial_result = on_trial_complete = on_trial_error = _active
+
+    def setup(self, **info):
+        self.last_activity = time.monotonic()
+
+    def should_stop(self) -> bool:
+        return self.diagnosis is not None
+
+    def on_step_end(self, iteration, trials, **info):
+        now = time.monotonic()
+        if now - self.last_check < self.check_every_s or self.diagnosis is not None:
+            return
+        self.last_check = now
+        idle = now - self.last_activity
+        if idle < self.warn_s or not self.records.unfinished():
+            return
+        waiting = describe_waiting()
+        if waiting is None:  # nothing is pending: trials are simply slow to report
+            return
+        if idle >= self.fail_s:
+            self.diagnosis = (f"no trial started, reported or ended for {idle:.0f} s while "
+                              f"{waiting}")
+        elif not self.warned and self.log is not None:
+            self.warned = True
+            self.log(f"waiting {idle:.0f} s: {waiting}. The sweep gives up after "
+                     f"{self.fail_s:.0f} s (HPSEARCH_STALL_FAIL_S).")
+
+
+def describe_waiting() -> str | None:
+    """What the cluster's pending resource requests wait for and what holds the resources,
+    in one line; ``None`` when nothing is pending."""
+    import ray
+    from ray.util import placement_group_table
+
+    groups = list(placement_group_table().values())
+    pending = [g for g in groups if g.get("state") == "PENDING"]
+    if not pending:
+        return None
+    want = _sum_bundles(pending)
+    held = [g for g in groups if g.get("state") == "CREATED"]
+    holders = []
+    for g in held:
+        name = g.get("name") or g.get("placement_group_id", "")[:8]
+        holders.append(f"{name} ({_fmt_resources(_sum_bundles([g]))})")
+    total = ray.cluster_resources()
+    free = ray.available_resources()
+    return (f"{len(pending)} resource request(s) wait for {_fmt_resources(want)}; the cluster "
+            f"has {_fmt_resources(free, only=want)} free of {_fmt_resources(total, only=want)}"
+            + (f", held by placement group(s) {', '.join(holders[:6])}" if holders else "")
+            + ". A failed or leaked trial may hold them: see `ray status` and "
+            "`ray list placement-groups`")
+
+
+def _sum_bundles(groups) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for g in groups:
+        for bundle in (g.get("bundles") or {}).values():
+            for key, value in bundle.items():
+                if key in ("CPU", "GPU") or not key.startswith(("node:", "bundle_group", "memory")):
+                    out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def _fmt_resources(resources, only=None) -> str:
+    keys = list(only) if only else [k for k in resources if k in ("CPU", "GPU")]
+    return ", ".join(f"{resources.get(k, 0):g} {k}" for k in keys) or "nothing"

@@ -16,7 +16,7 @@ from typing import Any
 
 from hpsearch.driver.plan import Plan
 from hpsearch.driver.runners import Runner
-from hpsearch.errors import HpsearchError
+from hpsearch.errors import HpsearchError, SweepStalledError
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
@@ -65,7 +65,13 @@ class SweepRun:
 
     def __init__(self, spec: Spec, sweep: SweepDir, runner: Runner, *, verbose: bool, stream,
                  records: TrialRecords | None = None):
-        from hpsearch.driver.callbacks import AllFailedStopper, ProgressCallback, TablesCallback
+        from hpsearch.driver import live
+        from hpsearch.driver.callbacks import (
+            AllFailedStopper,
+            ProgressCallback,
+            StallWatch,
+            TablesCallback,
+        )
 
         self.spec = spec
         self.sweep = sweep
@@ -74,12 +80,14 @@ class SweepRun:
         self.tables = TablesCallback(self.records, sweep)
         self.progress = ProgressCallback(self.records, spec, stream=stream)
         self.stopper = AllFailedStopper(self.records, sweep, threshold=min(spec.trials.num, 3))
+        self.watch = StallWatch(self.records, self.progress.log)
+        live.register_watch(sweep, self.watch)
         self.verbose = verbose
 
     @property
     def callbacks(self) -> list:
         # Tables first: progress reads the records the tables callback has just updated.
-        return [self.tables, self.progress]
+        return [self.tables, self.progress, self.watch]
 
 
 def new_tuner(run: SweepRun, plan: Plan) -> Any:
@@ -100,7 +108,7 @@ def new_tuner(run: SweepRun, plan: Plan) -> Any:
         runner.trainable(sweep),
         tune_config=tune.TuneConfig(
             search_alg=searcher,
-            scheduler=make_scheduler(spec),
+            scheduler=make_scheduler(spec, sweep=str(sweep)),
             num_samples=spec.trials.num,
             max_concurrent_trials=plan.slots,
             time_budget_s=spec.budget.time_s,
@@ -145,7 +153,9 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
         write_tables(run.records, sweep)
     finally:
         counts = run.records.counts()
-        if status == "finished" and run.stopper.stop_all():
+        if status == "finished" and run.watch.diagnosis:
+            status = "stalled"
+        if status == "finished" and run.stopper.all_failed():
             status = "all_failed"
         if status == "finished" and not any(counts.get(s) for s in st.WITH_RESULT):
             status = "no_trial_completed"
@@ -155,10 +165,16 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
     if run.tables.storage_error is not None:
         raise run.tables.storage_error
     result = SweepResult(sweep.path, status, plan, best=run.records.best(), counts=counts)
-    if status in ("finished", "no_trial_completed", "all_failed"):
+    if status in ("finished", "no_trial_completed", "all_failed", "stalled"):
         from hpsearch.driver.repairs import fail_orphaned_optuna_trials
 
         fail_orphaned_optuna_trials(sweep.optuna_url, sweep.name)
+    if status == "stalled":
+        raise SweepStalledError(
+            f"the sweep stalled and was stopped: {run.watch.diagnosis}. The tables in {sweep} "
+            f"are up to date; free the resources, then `hpsearch resume {sweep.name} "
+            f"--storage {sweep.storage}`."
+        )
     if status == "interrupted":
         raise Interrupted(
             f"interrupted: the tables in {sweep} are up to date. "

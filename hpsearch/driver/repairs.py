@@ -28,6 +28,7 @@ import os
 from types import SimpleNamespace
 from typing import Any, Iterable, Mapping
 
+from hpsearch.driver import live
 from hpsearch.errors import HpsearchError
 from hpsearch.space.spec import Spec
 from hpsearch.store import procs
@@ -35,9 +36,9 @@ from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.manifest import last_run
 
-__all__ = ["TESTED_RAY", "fail_orphaned_optuna_trials", "live_records", "local_ray_processes",
-           "may_start_trial", "recorded_end", "register_live", "replay_asha_rungs",
-           "restore_tuner", "stop_orphaned_local_ray", "note_tune_trials"]
+__all__ = ["TESTED_RAY", "fail_orphaned_optuna_trials", "local_ray_processes",
+           "may_start_trial", "recorded_end", "replay_asha_rungs", "restore_tuner",
+           "restored_scheduler", "stop_orphaned_local_ray"]
 
 #: Ray versions (major.minor) whose internals the repairs below were tested against.
 TESTED_RAY = ("2.60",)
@@ -157,25 +158,7 @@ def recorded_end(sweep: SweepDir, trial_id: str) -> dict[str, Any] | None:
     return last
 
 
-# --- the live sweep, as Tune's pickled objects see it ---------------------------------------
-
-# Live records and Tune's current trial ids, by sweep directory. Tune pickles its stopper
-# and searcher with every experiment checkpoint, so they name the records instead of
-# holding them (which would pickle the whole history each time).
-_LIVE_RECORDS: dict[str, Any] = {}
-_TUNE_TRIALS: dict[str, set[str]] = {}
-
-
-def register_live(sweep: SweepDir, records: Any) -> None:
-    _LIVE_RECORDS[str(sweep)] = records
-
-
-def live_records(sweep: SweepDir | str) -> Any:
-    return _LIVE_RECORDS.get(str(sweep))
-
-
-def note_tune_trials(sweep: SweepDir, trial_ids: set[str]) -> None:
-    _TUNE_TRIALS[str(sweep)] = trial_ids
+# --- never more trials than planned ----------------------------------------------------
 
 
 def may_start_trial(sweep: str, num: int) -> bool:
@@ -185,10 +168,10 @@ def may_start_trial(sweep: str, num: int) -> bool:
     Tune's saved state can miss a trial that ended (its row is on disk); without this,
     Tune would start a replacement and the sweep would run more trials than planned.
     """
-    records = _LIVE_RECORDS.get(str(sweep))
+    records = live.records(sweep)
     if records is None:
         return True
-    return len(set(records.trials) | _TUNE_TRIALS.get(str(sweep), set())) < num
+    return len(set(records.trials) | live.tune_trials(sweep)) < num
 
 
 # --- Optuna ---------------------------------------------------------------------------------

@@ -115,14 +115,15 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
             accept URL strings).
     """
     import optuna
-    from ray.tune.search.optuna import OptunaSearch
 
     if storage is not None and not isinstance(storage, optuna.storages.BaseStorage):
         raise TypeError(
             "storage must be an optuna.storages.BaseStorage instance such as "
             f"JournalStorage(JournalFileBackend(path)), not {type(storage).__name__}"
         )
-    searcher = _resumable_optuna_search()(
+    from hpsearch.driver.searcher import SweepSearcher
+
+    searcher = SweepSearcher(
         space=define_by_run(spec),
         metric=spec.objective.metric,
         mode=spec.objective.mode,
@@ -134,63 +135,24 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
     return searcher
 
 
-def _resumable_optuna_search() -> type:
-    """``OptunaSearch`` that survives a resume after a driver crash.
-
-    Tune saves the searcher only now and then. A trial that finished after the last save
-    is finished in the Optuna database but unfinished in the restored state, so Tune runs
-    it again and its reports would update a finished Optuna trial, which raises and ends
-    the whole sweep. Such reports are dropped: Optuna already has that trial's result.
-    """
-    global _ResumableOptunaSearch
-    if _ResumableOptunaSearch is None:
-        import optuna
-        from ray.tune.search.optuna import OptunaSearch
-
-        class ResumableOptunaSearch(OptunaSearch):
-            may_start = None
-
-            def suggest(self, trial_id):
-                if self.may_start is not None and not self.may_start():
-                    return OptunaSearch.FINISHED
-                return super().suggest(trial_id)
-
-            def on_trial_result(self, trial_id, result):
-                try:
-                    super().on_trial_result(trial_id, result)
-                except optuna.exceptions.UpdateFinishedTrialError:
-                    pass
-
-        ResumableOptunaSearch.__module__ = __name__
-        ResumableOptunaSearch.__qualname__ = "ResumableOptunaSearch"
-        _ResumableOptunaSearch = ResumableOptunaSearch
-    return _ResumableOptunaSearch
-
-
-_ResumableOptunaSearch = None
-
-
-def __getattr__(name: str) -> Any:
-    # Defined on first use (it subclasses a Ray class, and this module must import without
-    # Ray); pickle finds it here when Tune restores a searcher.
-    if name == "ResumableOptunaSearch":
-        return _resumable_optuna_search()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def make_scheduler(spec: Spec) -> ASHAScheduler | FIFOScheduler:
+def make_scheduler(spec: Spec, *, sweep: str | None = None) -> ASHAScheduler | FIFOScheduler:
     """ASHA or FIFO, as ``spec.scheduler`` asks.
 
     ASHA compares trials on ``spec.scheduler.time_attr`` (``epoch`` or ``step``, which
     trainables report) and on the objective's metric and mode, so do not also pass
-    ``metric``/``mode`` to ``TuneConfig`` (Tune rejects it twice).
+    ``metric``/``mode`` to ``TuneConfig`` (Tune rejects it twice). With ``sweep``, the
+    trials it stops early are marked in that sweep's live records (so a trial that
+    returned on its own before ``max_t`` is not mistaken for one ASHA stopped).
     """
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.schedulers import FIFOScheduler
+
+    from hpsearch.driver.scheduler import SweepASHA
 
     s = spec.scheduler
     if s.type == "fifo":
         return FIFOScheduler()
-    return ASHAScheduler(
+    return SweepASHA(
+        sweep=sweep,
         time_attr=s.time_attr,
         metric=spec.objective.metric,
         mode=spec.objective.mode,

@@ -71,8 +71,14 @@ def final_status(
     errored: bool = False,
     finished: bool = True,
     budget_expired: bool = False,
+    stopped_early: bool | None = None,
 ) -> str:
-    """Status of a trial from its last report and how it ended."""
+    """Status of a trial from its last report and how it ended.
+
+    Args:
+        stopped_early: Whether ASHA stopped it at a rung. ``None`` (not known): a trial of
+            an ASHA sweep that ended before ``max_t`` counts as stopped by ASHA.
+    """
     if errored:
         return st.FAILED
     if not finished:
@@ -87,7 +93,9 @@ def final_status(
         return st.COMPLETED
     if budget_expired:
         return st.STOPPED
-    return st.STOPPED_BY_ASHA if spec.scheduler.type == "asha" else st.COMPLETED
+    if stopped_early is None:
+        stopped_early = spec.scheduler.type == "asha"
+    return st.STOPPED_BY_ASHA if stopped_early else st.COMPLETED
 
 
 def _is_scalar(value: Any) -> bool:
@@ -184,13 +192,21 @@ class TrialRecords:
         if returned and not errored and not row.get("objective_reported"):
             errored, error = True, self._never_reported(row)
         row["status"] = final_status(
-            row.get("last"), spec=self.spec, errored=errored, budget_expired=budget_expired
+            row.get("last"), spec=self.spec, errored=errored, budget_expired=budget_expired,
+            stopped_early=bool(row.get("stopped_early")) if returned else None,
         )
         row["ended_at"] = time.time()
         if error:
             row["error"] = error
         if checkpoint and not row.get("checkpoint"):
             row["checkpoint"] = checkpoint
+
+    def stopped_by_scheduler(self, trial_id: str) -> None:
+        """ASHA stopped this trial at a rung (before ``max_t``)."""
+        row = self.trials.get(trial_id)
+        if row is not None and not self._ended(trial_id):
+            row["stopped_early"] = True
+            self.version += 1
 
     def _never_reported(self, row: Mapping[str, Any]) -> str:
         metric = self.spec.objective.metric

@@ -13,8 +13,8 @@ from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.records import TrialRecords
 
-__all__ = ["best_config_text", "fmt_duration", "fmt_value", "printable", "status_line",
-           "summarize"]
+__all__ = ["best_config_text", "estimate_remaining", "fmt_duration", "fmt_value", "printable",
+           "status_line", "summarize"]
 
 # C0 and C1 control characters (escape sequences, carriage returns...), DEL included.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -41,15 +41,45 @@ def fmt_value(value: Any) -> str:
     return printable(value)
 
 
-def summarize(records: TrialRecords, spec: Spec, *, elapsed: float) -> dict[str, Any]:
-    """Counts, best trial and ETA; pure over the records."""
+def estimate_remaining(*, ended: int, planned: int, last_end_at: float | None,
+                       elapsed: float, budget_s: float | None = None) -> float | None:
+    """Seconds left, from the sweep's trial throughput up to its last trial end.
+
+    The rate is ``ended / last_end_at`` (trials per second of sweep time, ``last_end_at``
+    seconds after the sweep started), so the estimate counts down between trial ends and
+    never grows while nothing ends. ``None`` until a trial has ended, and once the
+    estimate has run out with trials still to go (the next end will give a new one). A
+    time budget caps it.
+    """
+    eta = None
+    if ended and last_end_at and last_end_at > 0:
+        finish = last_end_at + max(planned - ended, 0) * last_end_at / ended
+        eta = finish - elapsed if finish >= elapsed or planned <= ended else None
+    if budget_s:
+        left = max(budget_s - elapsed, 0.0)
+        eta = left if eta is None else min(eta, left)
+    return eta
+
+
+def summarize(records: TrialRecords, spec: Spec, *, elapsed: float,
+              started_at: float | None = None) -> dict[str, Any]:
+    """Counts, best trial and ETA; pure over the records.
+
+    Args:
+        elapsed: Seconds since this run of the sweep started.
+        started_at: Epoch time this run started; trials that ended before it (a resume)
+            do not count towards the throughput.
+    """
     counts = records.counts()
     ended = sum(v for k, v in counts.items() if k in st.ENDED)
-    eta = None
-    if ended:
-        eta = elapsed / ended * max(spec.trials.num - ended, 0)
-    if spec.budget.time_s:
-        eta = min(eta if eta is not None else spec.budget.time_s, spec.budget.time_s - elapsed)
+    start = started_at if started_at is not None else 0.0
+    ends = [r["ended_at"] for r in records.trials.values()
+            if r.get("status") in st.ENDED and isinstance(r.get("ended_at"), (int, float))
+            and r["ended_at"] >= start]
+    last_end_at = (max(ends) - start) if ends and started_at is not None else None
+    eta = estimate_remaining(ended=len(ends), planned=spec.trials.num - (ended - len(ends)),
+                             last_end_at=last_end_at, elapsed=elapsed,
+                             budget_s=spec.budget.time_s)
     return {"counts": counts, "ended": ended, "best": records.best(), "eta": eta}
 
 
@@ -59,8 +89,9 @@ def best_config_text(row: dict[str, Any], spec: Spec) -> str:
     )
 
 
-def status_line(records: TrialRecords, spec: Spec, *, elapsed: float) -> str:
-    s = summarize(records, spec, elapsed=elapsed)
+def status_line(records: TrialRecords, spec: Spec, *, elapsed: float,
+                started_at: float | None = None) -> str:
+    s = summarize(records, spec, elapsed=elapsed, started_at=started_at)
     c = s["counts"]
     parts = [
         f"{c.get(st.RUNNING, 0)} running",

@@ -1,0 +1,98 @@
+"""How a trial's row ends, and what the live status line estimates (no Ray)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hpsearch.space.spec import FloatParam, Objective, Scheduler, Spec, Trials
+from hpsearch.store.records import OBJECTIVE_MISSING, TrialRecords, sanitize_report
+from hpsearch.store.summary import estimate_remaining, printable
+
+
+def make_spec(scheduler="asha", metric="val_mse"):
+    return Spec(
+        name="t", trainable="rawloop:train", objective=Objective(metric, "min"),
+        params=(FloatParam("lr", 1e-4, 1e-1, log=True),), fixed={},
+        scheduler=Scheduler(type=scheduler, max_t=4, grace_period=1, reduction_factor=2),
+        trials=Trials(num=10),
+    )
+
+
+def report(records, tid, epochs, *, with_objective=True):
+    obj = records.spec.objective
+    for e in range(1, epochs + 1):
+        metrics = {"epoch": e, "loss": 1.0 / e}
+        if with_objective:
+            metrics[obj.metric] = 1.0 / e
+        records.result(tid, {**sanitize_report(metrics, obj), "training_iteration": e})
+
+
+@pytest.mark.parametrize("scheduler", ["fifo", "asha"])
+def test_a_raw_loop_that_returns_before_max_t_is_completed_not_failed(scheduler):
+    records = TrialRecords(make_spec(scheduler))
+    records.start("a", {"lr": 0.01})
+    report(records, "a", 3)  # max_t is 4: it stopped on its own
+    records.end("a", returned=True)
+    assert records.trials["a"]["status"] == "completed"
+
+
+def test_a_trial_asha_stopped_is_stopped_by_asha():
+    records = TrialRecords(make_spec("asha"))
+    records.start("a", {"lr": 0.01})
+    report(records, "a", 1)
+    records.stopped_by_scheduler("a")
+    records.end("a", returned=True)
+    assert records.trials["a"]["status"] == "stopped_by_asha"
+
+
+def test_a_trial_that_never_reported_its_objective_failed_and_says_what_it_reported():
+    records = TrialRecords(make_spec("fifo"))
+    records.start("a", {"lr": 0.01})
+    report(records, "a", 4, with_objective=False)
+    records.end("a", returned=True)
+    row = records.trials["a"]
+    assert row["status"] == "failed"
+    assert "never reported the objective metric 'val_mse'" in row["error"]
+    assert "it reported: loss" in row["error"]
+    # The marker is bookkeeping: it never becomes a history column.
+    assert all(OBJECTIVE_MISSING not in h for h in records.history)
+
+
+def test_a_trial_that_returned_without_any_report_failed():
+    records = TrialRecords(make_spec("fifo"))
+    records.start("a", {"lr": 0.01})
+    records.end("a", returned=True)
+    assert records.trials["a"]["status"] == "failed"
+    assert "it reported: none" in records.trials["a"]["error"]
+
+
+def test_an_ended_row_is_final():
+    records = TrialRecords(make_spec("fifo"))
+    records.start("a", {"lr": 0.01})
+    report(records, "a", 4)
+    records.end("a", returned=True)
+    before = dict(records.trials["a"])
+    records.start("a", {"lr": 0.5})
+    report(records, "a", 2)
+    records.end("a", errored=True, error="boom")
+    assert records.trials["a"] == before
+
+
+def test_the_estimate_counts_down_between_trial_ends_and_never_grows():
+    # 4 of 10 trials ended, the last one 100 s into the sweep: 25 s a trial, 150 s to go.
+    etas = [estimate_remaining(ended=4, planned=10, last_end_at=100.0, elapsed=t)
+            for t in (100.0, 150.0, 200.0, 249.0)]
+    assert etas == [150.0, 100.0, 50.0, 1.0]
+    assert estimate_remaining(ended=4, planned=10, last_end_at=100.0, elapsed=400.0) is None
+    assert estimate_remaining(ended=0, planned=10, last_end_at=None, elapsed=500.0) is None
+    # A time budget caps it.
+    assert estimate_remaining(ended=4, planned=10, last_end_at=100.0, elapsed=150.0,
+                              budget_s=160.0) == 10.0
+
+
+def test_printed_user_strings_have_their_control_characters_escaped():
+    assert printable("fp16\x1b[31m!\r") == "fp16\\x1b[31m!\\r"
+    assert printable("lr=0.01, précision") == "lr=0.01, précision"
+    assert math.isnan(float(printable(float("nan"))))

@@ -75,10 +75,17 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def connect(address: str | None = None, *, verbose: bool = False) -> Connection:
+def connect(address: str | None = None, *, verbose: bool = False,
+            num_gpus: float | None = None) -> Connection:
     """Connect to the cluster at ``address`` (or ``$RAY_ADDRESS``), else start a local Ray.
 
     An already-initialised Ray (a notebook, the test session) is reused as is.
+
+    Args:
+        address: ``HOST:PORT``, ``auto``, or ``None`` / ``local`` for a local instance.
+        verbose: Let Ray's own logs through.
+        num_gpus: GPUs a *local* instance declares (default: what it detects). Tests and
+            ``HPSEARCH_SIMULATE_GPU`` declare GPUs on machines that have none.
 
     Raises:
         ClusterError: The address cannot be reached.
@@ -99,7 +106,7 @@ def connect(address: str | None = None, *, verbose: bool = False) -> Connection:
     )
     if address in (None, "local"):
         # The dashboard hosts the state API that Ray Train's placement-group cleaner needs.
-        ray.init(**kwargs)
+        ray.init(**kwargs, **({"num_gpus": num_gpus} if num_gpus is not None else {}))
         return Connection(None, dict(ray.cluster_resources()), started_local=True)
     if address.startswith("ray://"):
         raise ClusterError(

@@ -13,6 +13,7 @@ import yaml
 
 from hpsearch.driver.fit import Interrupted, SweepResult, SweepRun, fit, new_tuner
 from hpsearch.driver.plan import local_resources, make_plan
+from hpsearch.driver.preflight import require_cuda_on_gpu_nodes
 from hpsearch.errors import StorageError, SweepExistsError, SweepNotFoundError
 from hpsearch.space.spec import Spec
 from hpsearch.store.layout import SweepDir, remove_inside
@@ -86,6 +87,7 @@ def run_sweep(
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent)
         if dry_run:
             return SweepResult(sweep.path, "planned", plan)
+        require_cuda_on_gpu_nodes(spec)
         if exists:  # --overwrite, only now that the new sweep can start
             _check_replaceable(sweep, overwrite)
             remove_inside(sweep.storage, sweep.path)
@@ -211,6 +213,7 @@ def resume_sweep(
                 f"first trial started). Start it again with `hpsearch run --overwrite`."
             )
         plan = make_plan(spec, conn.resources)
+        require_cuda_on_gpu_nodes(spec)
         run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream, records=records)
         tuner = restore_tuner(sweep, runner.trainable(sweep), callbacks=run.callbacks,
                               stopper=run.stopper, max_concurrent=plan.slots)

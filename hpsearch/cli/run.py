@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import shlex
-
 import click
 
 from hpsearch.cli._common import handle_errors
+from hpsearch.store.summary import rerun_command
 
 
 @click.command()
@@ -55,16 +54,6 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
         return
     print_summary(result, spec)
     sys.exit(result.exit_code)
-
-
-def rerun_command(space_path: str, best: dict, spec) -> str:
-    sets = []
-    for p in spec.params:
-        value = best.get(p.name)
-        if value is None or value != value:  # absent, or NaN for an unsampled conditional
-            continue
-        sets += ["--set", f"{p.name}={value!r}" if isinstance(value, float) else f"{p.name}={value}"]
-    return shlex.join(["hpsearch", "trial", space_path, *sets])
 
 
 def print_summary(result, spec) -> None:

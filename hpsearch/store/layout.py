@@ -7,6 +7,8 @@ A sweep lives in ``<storage>/<name>/``::
     trials.parquet    one row per trial                (docs/trial-tables.md)
     history.parquet   one row per report per trial
     optuna.db         the Optuna study (SQLite): optuna.load_study / optuna-dashboard
+    report.html       `hpsearch report`: one self-contained page, figures embedded
+    report.md         the same report in Markdown; its figures are in report-images/
     tune/             Ray Tune's experiment state (what `hpsearch resume` restores)
     checkpoints/      one-worker trials' checkpoints: <trial_id>/checkpoint_<step>
     train/            Ray Train runs of multi-worker trials: train-<trial_id>/checkpoint_*
@@ -29,8 +31,14 @@ from typing import Callable
 
 from hpsearch.errors import InvalidArgumentError, StorageError
 
-__all__ = ["SweepDir", "SWEEP_NAME", "TRIAL_ID", "UnsafePathError", "check_sweep_name",
-           "check_trial_id", "remove_inside", "storage_root", "write_atomic"]
+__all__ = ["DEFAULT_STORAGE", "STORAGE_ENV", "SweepDir", "SWEEP_NAME", "TRIAL_ID",
+           "UnsafePathError", "check_sweep_name", "check_trial_id", "default_storage",
+           "remove_inside", "storage_root", "write_atomic"]
+
+#: Where sweeps go when nothing says otherwise.
+DEFAULT_STORAGE = "./runs"
+#: The environment variable naming the default storage of every command.
+STORAGE_ENV = "HPSEARCH_STORAGE"
 
 #: A sweep name: it names a directory directly under the storage root.
 SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -84,6 +92,21 @@ def storage_root(storage: str | os.PathLike) -> Path:
     if problem:
         raise InvalidArgumentError(f"storage {text!r} {problem}; choose another with --storage")
     return Path(text).expanduser().resolve()
+
+
+def default_storage(explicit: str | os.PathLike | None = None, *,
+                    space_storage: str | None = None) -> str:
+    """The storage directory a command uses: the first of ``explicit`` (``--storage``),
+    ``$HPSEARCH_STORAGE``, ``space_storage`` (a space file's own ``storage:`` key, for
+    ``run``), and ``./runs``. An empty value counts as unset.
+
+    The environment comes before the space file because it describes the machine (its
+    shared disk), while a space file travels between machines.
+    """
+    for value in (explicit, os.environ.get(STORAGE_ENV), space_storage):
+        if value is not None and os.fspath(value) != "":
+            return os.fspath(value)
+    return DEFAULT_STORAGE
 
 
 def remove_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
@@ -237,6 +260,21 @@ class SweepDir:
     def optuna_url(self) -> str:
         """The study's storage URL, from where the directory is now."""
         return f"sqlite:///{self.optuna}"
+
+    @property
+    def report_html(self) -> Path:
+        """``hpsearch report``'s page: one file, figures embedded, opens offline."""
+        return self.path / "report.html"
+
+    @property
+    def report_md(self) -> Path:
+        """The same report in Markdown."""
+        return self.path / "report.md"
+
+    @property
+    def report_images(self) -> Path:
+        """The figures of :attr:`report_md`, as PNG files it links to."""
+        return self.path / "report-images"
 
     @property
     def tune(self) -> Path:

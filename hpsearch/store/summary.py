@@ -7,6 +7,7 @@ Pure formatting over :class:`TrialRecords`; the Tune callback that prints it liv
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from hpsearch.space.spec import Spec
@@ -14,7 +15,7 @@ from hpsearch.store import status as st
 from hpsearch.store.records import TrialRecords
 
 __all__ = ["best_config_text", "estimate_remaining", "fmt_duration", "fmt_value", "printable",
-           "status_line", "summarize"]
+           "rerun_command", "status_line", "summarize"]
 
 # C0 and C1 control characters (escape sequences, carriage returns...), DEL included.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -87,6 +88,32 @@ def best_config_text(row: dict[str, Any], spec: Spec) -> str:
     return ", ".join(
         f"{p.name}={fmt_value(row[p.name])}" for p in spec.params if row.get(p.name) is not None
     )
+
+
+def rerun_command(space_path: str, best: dict[str, Any], spec: Spec) -> str:
+    """The ``hpsearch trial`` command line that trains ``best``'s configuration again.
+
+    Floats are written with ``repr`` so the command reproduces the exact value; parameters
+    the row lacks (absent, or NaN for a conditional one that was not sampled) are left out.
+    """
+    sets = []
+    for p in spec.params:
+        value = best.get(p.name)
+        if _missing(value):  # absent, or NaN/NA for an unsampled conditional
+            continue
+        if hasattr(value, "item"):  # a numpy scalar from a DataFrame row
+            value = value.item()
+        sets += ["--set", f"{p.name}={value!r}" if isinstance(value, float) else f"{p.name}={value}"]
+    return shlex.join(["hpsearch", "trial", space_path, *sets])
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:  # pandas' NA: its comparisons are NA, which has no truth value
+        return True
 
 
 def status_line(records: TrialRecords, spec: Spec, *, elapsed: float,

@@ -20,40 +20,77 @@ from hpsearch.store.summary import rerun_command
 @click.option("--storage", help="Directory holding sweeps (default: the space's storage, ./runs).")
 @click.option("--address", envvar="RAY_ADDRESS",
               help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray instance).")
+@click.option("--deadline", metavar="TIME",
+              help="End by then: 07:00 (the next 07:00, local time) or 2026-12-01T07:00.")
 @click.option("--overwrite", is_flag=True, help="Delete an existing sweep of the same name first.")
+@click.option("--report", "report", is_flag=True,
+              help="Write <sweep>/report.html and report.md at the end, however it ends.")
+@click.option("--notify", metavar="CMD",
+              help="Run CMD once at the end, however it ends (HPSEARCH_* variables set).")
 @click.option("--dry-run", is_flag=True, help="Validate and print the plan; start no trial.")
 @click.option("-v", "--verbose", is_flag=True, help="Show Ray's own logs and trial tables.")
 @handle_errors
 def run(space, trials, max_concurrent, time_budget, overrides, name, storage, address,
-        overwrite, dry_run, verbose):
+        deadline, overwrite, report, notify, dry_run, verbose):
     """Run a sweep of SPACE: Optuna TPE proposes, ASHA stops weak trials early.
 
-    Exit codes: 0 finished, 2 invalid input, 3 no trial completed, 130 interrupted.
+    --name may hold {date} and {datetime} (e.g. 'lm-{date}'), for nightly runs.
+
+    Exit codes: 0 finished or deadline met, 2 invalid input, 3 no trial completed,
+    130 interrupted, 1 other failures.
     """
     import sys
 
-    from hpsearch.space import load_space
+    from hpsearch.driver.sweep import run_sweep, sweep_dir_for
 
-    overrides = list(overrides)
-    if trials is not None:
-        overrides.append(f"trials.num={trials}")
-    if time_budget is not None:
-        overrides.append(f"budget.time={time_budget}")
-    spec = load_space(space, overrides)
+    sweep, status = None, "crashed"
+    try:
+        from hpsearch.space import load_space
 
-    from hpsearch.driver.sweep import run_sweep
+        overrides = list(overrides)
+        if trials is not None:
+            overrides.append(f"trials.num={trials}")
+        if time_budget is not None:
+            overrides.append(f"budget.time={time_budget}")
+        if deadline is not None:
+            overrides.append(f"budget.deadline={deadline}")
+        spec = load_space(space, overrides)
+        sweep = sweep_dir_for(spec, name=name, storage=storage)
+        result = run_sweep(
+            spec, name=sweep.name, storage=str(sweep.storage), address=address,
+            max_concurrent=max_concurrent, dry_run=dry_run, overwrite=overwrite,
+            verbose=verbose,
+        )
+        status = result.status
+        if dry_run:
+            sweep = None  # nothing ran: no report
+            click.echo(f"plan for sweep {result.sweep_dir.name!r} (dry run: no trial started)")
+            for line in result.plan.lines(spec):
+                click.echo("  " + line)
+            return
+        print_summary(result, spec)
+    except BaseException as exc:
+        status = _status_of(exc)
+        raise
+    finally:
+        if (report or notify) and not dry_run:
+            from hpsearch.driver.notify import finish_run
 
-    result = run_sweep(
-        spec, name=name, storage=storage, address=address, max_concurrent=max_concurrent,
-        dry_run=dry_run, overwrite=overwrite, verbose=verbose,
-    )
-    if dry_run:
-        click.echo(f"plan for sweep {result.sweep_dir.name!r} (dry run: no trial started)")
-        for line in result.plan.lines(spec):
-            click.echo("  " + line)
-        return
-    print_summary(result, spec)
+            finish_run(sweep, status=status, report=report, notify=notify)
     sys.exit(result.exit_code)
+
+
+def _status_of(exc: BaseException) -> str:
+    """The status a run that raised ends with, for the report and the notify command."""
+    from hpsearch.errors import HpsearchError, SweepStalledError
+
+    if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
+        return "interrupted"
+    if isinstance(exc, SweepStalledError):
+        return "stalled"
+    if isinstance(exc, HpsearchError):
+        return "failed"
+    return "crashed"
 
 
 def print_summary(result, spec) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,9 @@ class SweepResult:
 
     Attributes:
         sweep_dir: The sweep directory.
-        status: ``finished``, ``no_trial_completed``, ``all_failed``, ``interrupted`` or
-            ``planned``.
+        status: ``finished``, ``deadline`` (the deadline ended it; trials that ran are in
+            the tables), ``no_trial_completed``, ``all_failed``, ``interrupted``,
+            ``stalled`` or ``planned``.
         best: The best trial's row of the trial table (``None`` if none has a value).
         plan: Slots, rungs and cost estimate.
         counts: Trials per status.
@@ -55,17 +57,17 @@ class SweepResult:
 
     @property
     def exit_code(self) -> int:
-        return {"finished": EXIT_OK, "planned": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(
-            self.status, EXIT_NO_TRIAL
-        )
+        return {"finished": EXIT_OK, "planned": EXIT_OK, "deadline": EXIT_OK,
+                "interrupted": EXIT_INTERRUPTED}.get(self.status, EXIT_NO_TRIAL)
 
 
 class SweepRun:
     """Per-run objects shared by a new sweep and a resumed one."""
 
     def __init__(self, spec: Spec, sweep: SweepDir, runner: Runner, *, verbose: bool, stream,
-                 records: TrialRecords | None = None):
+                 records: TrialRecords | None = None, deadline_at: float | None = None):
         from hpsearch.driver import live
+        from hpsearch.driver.budget import StartLimits
         from hpsearch.driver.callbacks import (
             AllFailedStopper,
             ProgressCallback,
@@ -82,7 +84,23 @@ class SweepRun:
         self.stopper = AllFailedStopper(self.records, sweep, threshold=min(spec.trials.num, 3))
         self.watch = StallWatch(self.records, self.progress.log)
         live.register_watch(sweep, self.watch)
+        self.limits = StartLimits(self.records, spec, deadline_at=deadline_at)
+        live.register_limits(sweep, self.limits)
+        self.started = time.time()
         self.verbose = verbose
+
+    @property
+    def time_budget_s(self) -> float | None:
+        """What Tune's ``time_budget_s`` must be: the earlier of the time budget and the
+        deadline, counted from now."""
+        left = [b for b in (self.spec.budget.time_s,) if b]
+        if self.limits.deadline_at is not None:
+            left.append(max(self.limits.deadline_at - time.time(), 1.0))
+        return min(left) if left else None
+
+    def ended_by_deadline(self) -> bool:
+        at = self.limits.deadline_at
+        return at is not None and (self.limits.refused_for_deadline or time.time() >= at - 1)
 
     @property
     def callbacks(self) -> list:
@@ -95,23 +113,25 @@ def new_tuner(run: SweepRun, plan: Plan) -> Any:
     import optuna
     from ray import tune
 
-    from hpsearch.driver.repairs import may_start_trial
+    from hpsearch.driver.budget import may_start_trial
     from hpsearch.driver.search import make_scheduler, make_searcher
 
     spec, sweep, runner = run.spec, run.sweep, run.runner
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    from hpsearch.driver.searcher import open_study_storage
+
     searcher = make_searcher(
-        spec, storage=optuna.storages.RDBStorage(sweep.optuna_url), study_name=sweep.name,
-        may_start=functools.partial(may_start_trial, str(sweep), spec.trials.num),
+        spec, storage=open_study_storage(sweep), study_name=sweep.name, sweep=str(sweep),
+        may_start=functools.partial(may_start_trial, str(sweep)),
     )
     return tune.Tuner(
         runner.trainable(sweep),
         tune_config=tune.TuneConfig(
             search_alg=searcher,
             scheduler=make_scheduler(spec, sweep=str(sweep)),
-            num_samples=spec.trials.num,
+            num_samples=-1,  # the search ends by StartLimits (driver/budget.py): extensible
             max_concurrent_trials=plan.slots,
-            time_budget_s=spec.budget.time_s,
+            time_budget_s=run.time_budget_s,
             reuse_actors=runner.reuse_actors,
         ),
         run_config=tune.RunConfig(
@@ -147,7 +167,10 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
     if sentinel.fired:
         status = "interrupted"
     else:  # the time budget or the all-failed stop ended the sweep around these trials
+        from hpsearch.driver.repairs import settle_study
+
         run.records.stop_unfinished()
+        settle_study(sweep, run.records)  # the study and the table agree, trial for trial
         run.tables.prune()
     try:
         write_tables(run.records, sweep)
@@ -155,6 +178,8 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
         counts = run.records.counts()
         if status == "finished" and run.watch.diagnosis:
             status = "stalled"
+        if status == "finished" and run.ended_by_deadline():
+            status = "deadline"
         if status == "finished" and run.stopper.all_failed():
             status = "all_failed"
         if status == "finished" and not any(counts.get(s) for s in st.WITH_RESULT):
@@ -165,10 +190,6 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
     if run.tables.storage_error is not None:
         raise run.tables.storage_error
     result = SweepResult(sweep.path, status, plan, best=run.records.best(), counts=counts)
-    if status in ("finished", "no_trial_completed", "all_failed", "stalled"):
-        from hpsearch.driver.repairs import fail_orphaned_optuna_trials
-
-        fail_orphaned_optuna_trials(sweep.optuna_url, sweep.name)
     if status == "stalled":
         raise SweepStalledError(
             f"the sweep stalled and was stopped: {run.watch.diagnosis}. The tables in {sweep} "

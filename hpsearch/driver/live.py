@@ -1,45 +1,58 @@
 """The live sweep, as the objects Tune pickles see it.
 
 Tune pickles its searcher, scheduler, stopper and callbacks with every experiment
-checkpoint. Holding the sweep's records in them would pickle the whole history each
-time, so they hold the sweep directory's path and look the live records up here. One
-driver process runs one sweep, so this table has one entry in practice.
+checkpoint. Holding the sweep's records in them would pickle the whole history each time,
+so they look the live state up here instead.
+
+A driver process runs one sweep at a time, so this module holds that one sweep's state:
+the sweep registered last. The ``sweep`` arguments name it for readability, but lookups
+do not depend on them, because Tune's pickled objects keep the path the sweep had when
+it started, and a resumed sweep may have been moved or copied since.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["note_tune_trials", "records", "register", "register_watch", "tune_trials", "watch"]
+__all__ = ["limits", "note_tune_trials", "records", "register", "register_limits",
+           "register_watch", "tune_trials", "watch"]
 
-_RECORDS: dict[str, Any] = {}
-_TUNE_TRIALS: dict[str, set[str]] = {}
-_WATCHES: dict[str, Any] = {}
-
-
-def register_watch(sweep: Any, watch: Any) -> None:
-    """The sweep's stall watch, which the stopper asks whether to end the sweep."""
-    _WATCHES[str(sweep)] = watch
-
-
-def watch(sweep: Any) -> Any:
-    return _WATCHES.get(str(sweep))
+_STATE: dict[str, Any] = {"records": None, "tune_trials": set(), "watch": None, "limits": None}
 
 
 def register(sweep: Any, records: Any) -> None:
-    """Make ``records`` the live records of ``sweep`` (a SweepDir or its path)."""
-    _RECORDS[str(sweep)] = records
+    """Make ``records`` the live records of the sweep this driver runs."""
+    if _STATE["records"] is not records:
+        _STATE.update(records=records, tune_trials=set(), watch=None, limits=None)
 
 
-def records(sweep: Any) -> Any:
-    """The live records of ``sweep``, or ``None`` outside its driver."""
-    return _RECORDS.get(str(sweep))
+def records(sweep: Any = None) -> Any:
+    """The live records, or ``None`` outside a driver."""
+    return _STATE["records"]
 
 
 def note_tune_trials(sweep: Any, trial_ids: set[str]) -> None:
     """The trials Tune holds now (set at each step of the experiment)."""
-    _TUNE_TRIALS[str(sweep)] = set(trial_ids)
+    _STATE["tune_trials"] = set(trial_ids)
 
 
-def tune_trials(sweep: Any) -> set[str]:
-    return _TUNE_TRIALS.get(str(sweep), set())
+def tune_trials(sweep: Any = None) -> set[str]:
+    return _STATE["tune_trials"]
+
+
+def register_watch(sweep: Any, watch: Any) -> None:
+    """The sweep's stall watch, which the stopper asks whether to end the sweep."""
+    _STATE["watch"] = watch
+
+
+def watch(sweep: Any = None) -> Any:
+    return _STATE["watch"]
+
+
+def register_limits(sweep: Any, limits: Any) -> None:
+    """What may still start (planned trials, deadline): asked before each new trial."""
+    _STATE["limits"] = limits
+
+
+def limits(sweep: Any = None) -> Any:
+    return _STATE["limits"]

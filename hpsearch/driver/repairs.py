@@ -6,12 +6,12 @@ relies on. What hpsearch puts back, and where it reaches into Ray's internals to
 ============================  ==========================================================
 :func:`restore_tuner`         the restored Tuner gets this run's callbacks, stopper and
                               slot count (private: ``Tuner._local_tuner``)
+:func:`reopen_search`         a search Tune saved as finished, so a resume can extend it
+                              (private: Tune's ``search_gen_state-*.json``)
 :func:`replay_asha_rungs`     ASHA's rung records, which restore rebuilds empty
                               (ray-project/ray#30838) (private: ``_brackets``)
 :func:`recorded_end`          a trial that ended after Tune's last state save replays its
                               recorded result instead of training again
-:func:`may_start_trial`       never more trials than planned, whatever Tune's saved state
-                              missed
 :func:`fail_orphaned_optuna_trials`  Optuna trials a dead driver left ``RUNNING``
 :func:`local_ray_processes`,  a killed driver's orphaned local Ray instance
 :func:`stop_orphaned_local_ray`  (private: ``ray._private.worker``)
@@ -25,19 +25,19 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterable, Mapping
 
-from hpsearch.driver import live
 from hpsearch.errors import HpsearchError
 from hpsearch.space.spec import Spec
 from hpsearch.store import procs
 from hpsearch.store import status as st
-from hpsearch.store.layout import SweepDir
+from hpsearch.store.layout import SweepDir, write_atomic
 from hpsearch.store.manifest import last_run
 
 __all__ = ["TESTED_RAY", "fail_orphaned_optuna_trials", "local_ray_processes",
-           "may_start_trial", "recorded_end", "replay_asha_rungs", "restore_tuner",
+           "recorded_end", "reopen_search", "replay_asha_rungs", "restore_tuner",
            "restored_scheduler", "stop_orphaned_local_ray"]
 
 #: Ray versions (major.minor) whose internals the repairs below were tested against.
@@ -71,15 +71,18 @@ def _internal(obj: Any, path: str, *, what: str) -> Any:
 
 
 def restore_tuner(sweep: SweepDir, trainable: Any, *, callbacks: list, stopper: Any,
-                  max_concurrent: int) -> Any:
-    """``Tuner.restore`` of the sweep's Tune state, with this run's callbacks, stopper and
-    slot count (the pickled ones belong to the dead driver; the cluster may differ now).
+                  max_concurrent: int, time_budget_s: float | None) -> Any:
+    """``Tuner.restore`` of the sweep's Tune state, with this run's callbacks, stopper,
+    slot count and time budget (the pickled ones belong to the last driver; the cluster,
+    the budget and the deadline may differ now). A search Tune saved as finished is
+    reopened, so that a resume can extend a sweep (:func:`reopen_search`).
 
     Raises:
         HpsearchError: The state was written by an hpsearch whose modules moved since.
     """
     from ray import tune
 
+    reopen_search(sweep)
     try:
         tuner = tune.Tuner.restore(os.fspath(sweep.tune), trainable, resume_unfinished=True,
                                    resume_errored=False, restart_errored=False)
@@ -95,7 +98,41 @@ def restore_tuner(sweep: SweepDir, trainable: Any, *, callbacks: list, stopper: 
     run_config.callbacks = callbacks
     run_config.stop = stopper
     tune_config.max_concurrent_trials = max_concurrent
+    tune_config.time_budget_s = time_budget_s
+    scheduler = getattr(tune_config, "scheduler", None)
+    if hasattr(scheduler, "sweep"):
+        scheduler.sweep = str(sweep)  # where the sweep is now
     return tuner
+
+
+def reopen_search(sweep: SweepDir) -> bool:
+    """Mark Tune's saved search state unfinished. Returns whether it was finished.
+
+    When the searcher stops the search (all planned trials started, or the deadline),
+    Tune's ``SearchGenerator`` saves ``finished`` and a restored experiment never asks for
+    another trial. hpsearch decides itself what may start (:mod:`hpsearch.driver.budget`),
+    so a resumed sweep reopens the search and the new limits apply. The state file is
+    Ray's private format (``search_gen_state-*.json``, a cloudpickle).
+    """
+    import glob
+
+    import ray.cloudpickle as cloudpickle
+    from ray.tune.search.search_generator import SearchGenerator
+
+    pattern = _internal(SearchGenerator, "CKPT_FILE_TMPL", what="resume").format("*")
+    found = sorted(glob.glob(os.path.join(sweep.tune, pattern)))
+    if not found:
+        return False
+    newest = found[-1]  # Ray orders these by name, as _load_newest_checkpoint does
+    with open(newest, "rb") as f:
+        state = cloudpickle.load(f)
+    if not isinstance(state, dict) or "finished" not in state:
+        _internal(state, "finished", what="reopening the search on resume")
+    if not state["finished"]:
+        return False
+    state["finished"] = False
+    write_atomic(Path(newest), lambda tmp: tmp.write_bytes(cloudpickle.dumps(state)))
+    return True
 
 
 def restored_scheduler(tuner: Any) -> Any:
@@ -156,22 +193,6 @@ def recorded_end(sweep: SweepDir, trial_id: str) -> dict[str, Any] | None:
     last = rows.iloc[-1].dropna().to_dict()
     last.pop("trial_id", None)
     return last
-
-
-# --- never more trials than planned ----------------------------------------------------
-
-
-def may_start_trial(sweep: str, num: int) -> bool:
-    """Whether the sweep may start another trial: fewer than ``num`` trials are known.
-
-    Known are the trial table's rows and the trials Tune holds. After a killed driver,
-    Tune's saved state can miss a trial that ended (its row is on disk); without this,
-    Tune would start a replacement and the sweep would run more trials than planned.
-    """
-    records = live.records(sweep)
-    if records is None:
-        return True
-    return len(set(records.trials) | live.tune_trials(sweep)) < num
 
 
 # --- Optuna ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from hpsearch.driver.plan import local_resources, make_plan
 from hpsearch.driver.preflight import require_cuda_on_gpu_nodes
 from hpsearch.errors import StorageError, SweepExistsError, SweepNotFoundError
 from hpsearch.space.spec import Spec
-from hpsearch.store.layout import SweepDir, remove_inside
+from hpsearch.store.layout import SweepDir, remove_inside, write_atomic
 from hpsearch.store.manifest import (
     command_line,
     driver_alive,
@@ -29,7 +29,8 @@ from hpsearch.store.manifest import (
     write_manifest,
 )
 
-__all__ = ["Interrupted", "SweepResult", "resume_sweep", "run_sweep"]
+__all__ = ["Interrupted", "SweepResult", "expand_name", "resume_sweep", "run_sweep",
+           "sweep_dir_for"]
 
 
 def run_sweep(
@@ -69,7 +70,7 @@ def run_sweep(
     from hpsearch.driver.runners import resolve_runner
 
     stream = stream or sys.stdout
-    sweep = SweepDir.at(storage or spec.storage, name or spec.name)
+    sweep = sweep_dir_for(spec, name=name, storage=storage)
     runner = resolve_runner(spec)
     if dry_run and not (address or os.environ.get("RAY_ADDRESS")):
         plan = make_plan(spec, local_resources(), max_concurrent=max_concurrent)
@@ -101,14 +102,55 @@ def run_sweep(
             cluster=conn.resources, address=conn.address,
             objective={"metric": spec.objective.metric, "mode": spec.objective.mode},
         )
-        manifest["plan"] = {"slots": plan.slots, "rungs": list(plan.rungs)}
+        deadline_at = _deadline(spec)
+        manifest["plan"] = {"slots": plan.slots, "rungs": list(plan.rungs),
+                            "max_concurrent": max_concurrent,
+                            "deadline": _iso(deadline_at)}
         _record_driver(manifest, conn)
         write_manifest(sweep, manifest)
-        run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream)
+        run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream,
+                       deadline_at=deadline_at)
         return fit(new_tuner(run, plan), run, plan, manifest)
     finally:
         if conn.started_local:
             conn.close()
+
+
+def sweep_dir_for(spec: Spec, *, name: str | None = None,
+                  storage: str | None = None) -> SweepDir:
+    """Where a sweep of ``spec`` lives: ``name`` (default the space's, with ``{date}`` and
+    ``{datetime}`` filled in) under the storage (``--storage`` > ``$HPSEARCH_STORAGE`` >
+    the space's ``storage:`` > ``./runs``).
+
+    Raises:
+        InvalidArgumentError: The name or the storage is not allowed.
+    """
+    from hpsearch.store.layout import default_storage
+
+    root = default_storage(storage, space_storage=spec.raw.get("storage"))
+    return SweepDir.at(root, expand_name(name or spec.name))
+
+
+def expand_name(template: str, now=None) -> str:
+    """``lm-{date}`` -> ``lm-2026-11-30``; ``{datetime}`` gives ``2026-11-30-0107``
+    (local time). Other braces are an error.
+
+    Raises:
+        InvalidArgumentError: An unknown ``{placeholder}``.
+    """
+    import re
+    from datetime import datetime
+
+    from hpsearch.errors import InvalidArgumentError
+
+    now = now or datetime.now()
+    values = {"date": now.strftime("%Y-%m-%d"), "datetime": now.strftime("%Y-%m-%d-%H%M")}
+    unknown = [m for m in re.findall(r"{([^{}]*)}", template) if m not in values]
+    if unknown:
+        raise InvalidArgumentError(
+            f"--name {template!r}: unknown placeholder {{{unknown[0]}}}; use {{date}} or "
+            "{datetime}")
+    return re.sub(r"{(date|datetime)}", lambda m: values[m.group(1)], template)
 
 
 def _check_replaceable(sweep: SweepDir, overwrite: bool) -> None:
@@ -143,6 +185,27 @@ def _refuse_if_running(sweep: SweepDir, manifest: dict) -> None:
         )
 
 
+def _deadline(spec: Spec) -> float | None:
+    """The spec's deadline as epoch seconds, resolved now (``07:00`` is the next 07:00)."""
+    if not spec.budget.deadline:
+        return None
+    from hpsearch.errors import InvalidArgumentError
+    from hpsearch.space.duration import parse_deadline
+
+    try:
+        return parse_deadline(spec.budget.deadline).timestamp()
+    except ValueError as exc:
+        raise InvalidArgumentError(f"budget.deadline: {exc}") from None
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    from datetime import datetime
+
+    return datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")
+
+
 def _record_driver(manifest: dict, conn) -> None:
     from hpsearch.driver.repairs import local_ray_processes
 
@@ -152,23 +215,55 @@ def _record_driver(manifest: dict, conn) -> None:
 def _prepare_dir(sweep: SweepDir, spec: Spec) -> None:
     try:
         sweep.path.mkdir(parents=True, exist_ok=True)
-        sweep.space.write_text(yaml.safe_dump(dict(spec.raw), sort_keys=False,
-                                              allow_unicode=True))
     except OSError as exc:
         raise StorageError(
             f"cannot create the sweep directory {sweep}: {exc.strerror or exc}. "
             "Choose a writable place with --storage."
         ) from None
+    _write_space(sweep, spec)
+
+
+def _write_space(sweep: SweepDir, spec: Spec) -> None:
+    text = yaml.safe_dump(dict(spec.raw), sort_keys=False, allow_unicode=True)
+    write_atomic(sweep.space, lambda tmp: tmp.write_text(text))
+
+
+def _still_ahead(iso: str | None, stream) -> float | None:
+    """A recorded deadline, if it is still ahead; a passed one no longer applies."""
+    if not iso:
+        return None
+    from datetime import datetime
+
+    try:
+        at = datetime.fromisoformat(iso).timestamp()
+    except (TypeError, ValueError):
+        return None
+    import time
+
+    if at <= time.time():
+        print(f"the sweep's deadline {iso} has passed; this run has none "
+              "(give one with --deadline)", file=stream)
+        return None
+    return at
 
 
 def resume_sweep(
     name: str, *, storage: str = "./runs", address: str | None = None,
-    verbose: bool = False, stream=None,
+    trials: int | None = None, time_budget: str | None = None, deadline: str | None = None,
+    max_concurrent: int | None = None, verbose: bool = False, stream=None,
 ) -> SweepResult:
-    """Continue a sweep whose driver died or was interrupted.
+    """Continue a sweep whose driver died or was interrupted, or extend a finished one.
 
     Finished trials are not rerun; trials that were running continue from their latest
     checkpoint; the Optuna study continues.
+
+    Args:
+        name: The sweep's name under ``storage``.
+        trials: Raise the number of trials (``trials.num``) to this.
+        time_budget: A new time budget for this run (``budget.time``).
+        deadline: A new deadline (``budget.deadline``). Without one, the deadline the sweep
+            ran with applies if it is still ahead.
+        max_concurrent: Trials at once; default: the cap the sweep ran with, if any.
 
     Raises:
         SweepNotFoundError: No sweep of that name, or it never started a trial.
@@ -196,8 +291,18 @@ def resume_sweep(
             "lists the sweeps there"
         )
     manifest = read_manifest(sweep)
-    spec = load_space(sweep.space)
+    overrides = [f"trials.num={trials}"] if trials is not None else []
+    if time_budget is not None:
+        overrides.append(f"budget.time={time_budget}")
+    overrides.append(f"budget.deadline={deadline}" if deadline is not None
+                     else "budget.deadline=null")  # resolved below from the manifest
+    spec = load_space(sweep.space, overrides)
     _refuse_if_running(sweep, manifest)
+    plan_record = manifest.get("plan") if isinstance(manifest.get("plan"), dict) else {}
+    deadline_at = _deadline(spec) if deadline is not None else _still_ahead(
+        plan_record.get("deadline"), stream)
+    if max_concurrent is None:
+        max_concurrent = plan_record.get("max_concurrent")
     records = TrialRecords(spec)
     records.load(*load_tables(sweep))  # read and checked before anything is changed
     runner = resolve_runner(spec)
@@ -212,14 +317,20 @@ def resume_sweep(
                 f"sweep {name!r} has no Ray Tune state to resume from (it stopped before its "
                 f"first trial started). Start it again with `hpsearch run --overwrite`."
             )
-        plan = make_plan(spec, conn.resources)
+        plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent)
         require_cuda_on_gpu_nodes(spec)
-        run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream, records=records)
+        run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream, records=records,
+                       deadline_at=deadline_at)
         tuner = restore_tuner(sweep, runner.trainable(sweep), callbacks=run.callbacks,
-                              stopper=run.stopper, max_concurrent=plan.slots)
+                              stopper=run.stopper, max_concurrent=plan.slots,
+                              time_budget_s=run.time_budget_s)
+        if overrides[:-1] or deadline is not None:  # extended: the sweep's space as now run
+            _write_space(sweep, spec)
         if spec.scheduler.type == "asha":
             replay_asha_rungs(restored_scheduler(tuner), run.records.history, spec)
         manifest["status"] = "running"
+        manifest["plan"] = {**plan_record, "slots": plan.slots, "rungs": list(plan.rungs),
+                            "max_concurrent": max_concurrent, "deadline": _iso(deadline_at)}
         manifest.setdefault("runs", []).append({"command": command_line(),
                                                 "started_at": now_iso()})
         _record_driver(manifest, conn)

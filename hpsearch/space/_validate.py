@@ -8,6 +8,7 @@ The parameters live in :mod:`._params`.
 from __future__ import annotations
 
 import copy
+import datetime
 import os
 import re
 from typing import Any, Mapping
@@ -16,7 +17,7 @@ from hpsearch.errors import SpaceError, TrainableError
 from hpsearch.space._params import read_params
 from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
 from hpsearch.space._yaml import REJECTED
-from hpsearch.space.duration import parse_duration
+from hpsearch.space.duration import parse_deadline, parse_duration
 from hpsearch.workloads.resolve import TrainableRef, check_reference, find_trainable
 from hpsearch.space.spec import (
     Budget,
@@ -276,10 +277,17 @@ def _read_budget(raw: Mapping, report: Report) -> Any:
     section = report.section(raw, "budget", example=_EXAMPLES["budget"])
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path, ("time",))
-    value = section.get("time")
+    report.reject_unknown_keys(section, path, ("time", "deadline"))
+    seconds = _read_time_budget(section.get("time"), path, report)
+    deadline = _read_deadline(section.get("deadline"), path, report)
+    if not ok(seconds, deadline):
+        return BAD
+    return Budget(time_s=seconds, deadline=deadline)
+
+
+def _read_time_budget(value: Any, path: tuple, report: Report) -> Any:
     if value is None:
-        return Budget()
+        return None
     if value is REJECTED:
         return BAD
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -293,7 +301,26 @@ def _read_budget(raw: Mapping, report: Report) -> Any:
     if seconds > 365 * 86400:
         return report.add(path + ("time",), "range",
                           f"must be at most a year (got {show(value)})")
-    return Budget(time_s=seconds)
+    return seconds
+
+
+def _read_deadline(value: Any, path: tuple, report: Report) -> Any:
+    """The deadline as written; it must parse and lie ahead now (it is resolved again
+    when the sweep starts)."""
+    if value is None:
+        return None
+    if value is REJECTED:
+        return BAD
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        value = value.isoformat()
+    if not isinstance(value, str):
+        return report.add(path + ("deadline",), "type", "expected a time such as '07:00' or "
+                          f"'2026-12-01T07:00' {got(value)}")
+    try:
+        parse_deadline(value)
+    except ValueError as exc:
+        return report.add(path + ("deadline",), "format", str(exc))
+    return value
 
 
 def _read_storage(raw: Mapping, report: Report) -> Any:

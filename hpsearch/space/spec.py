@@ -193,7 +193,14 @@ class Resources:
 
 @dataclass(frozen=True)
 class Budget:
+    """When a sweep must end: after ``time_s`` seconds, at ``deadline``, whichever is first.
+
+    ``deadline`` is kept as written (``"07:00"``, ``"2026-12-01T07:00"``) and resolved to a
+    moment when the sweep starts (:func:`hpsearch.space.duration.parse_deadline`).
+    """
+
     time_s: float | None = None
+    deadline: str | None = None
 
 
 @dataclass(frozen=True)

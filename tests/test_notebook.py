@@ -1,6 +1,7 @@
-"""notebooks/analyze_sweep.ipynb runs top to bottom on a sweep directory and finds what is
-in it: a synthetic sweep written with the same TrialRecords / write_tables the driver uses,
-with trials completed, stopped by ASHA, diverged, failed and still running. No Ray."""
+"""notebooks/analyze_sweep.ipynb runs top to bottom on a sweep directory, plots included
+(matplotlib is a dependency), and finds what is in it: a synthetic sweep written with the
+same TrialRecords / write_tables the driver uses, with trials completed, stopped by ASHA,
+diverged, failed and still running. No Ray."""
 
 from __future__ import annotations
 
@@ -95,23 +96,25 @@ def sweep_dir(tmp_path):
     return sweep
 
 
-def run_notebook(sweep, monkeypatch, *, matplotlib: bool) -> dict:
-    """Execute every code cell in order in one namespace, as a kernel would."""
+def run_notebook(sweep, monkeypatch) -> dict:
+    """Execute every code cell in order in one namespace, as a kernel would, drawing with
+    matplotlib's Agg backend (no display)."""
+    import matplotlib
+
     monkeypatch.setenv("HPSEARCH_SWEEP", str(sweep))
-    if matplotlib:
-        mpl = pytest.importorskip("matplotlib")
-        mpl.use("Agg")
-    else:
-        monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # import fails
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     namespace: dict = {"__name__": "__main__"}
+    figures = []
+    monkeypatch.setattr(plt, "show", lambda *a, **k: figures.extend(
+        plt.figure(n) for n in plt.get_fignums()) or plt.close("all"))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*non-interactive.*")  # Agg's plt.show()
         for i, cell in enumerate(code_cells()):
             exec(compile(cell, f"{NOTEBOOK.name}[{i}]", "exec"), namespace)
-    if matplotlib:
-        import matplotlib.pyplot as plt
-
-        plt.close("all")
+    plt.close("all")
+    namespace["_figures"] = figures
     return namespace
 
 
@@ -153,12 +156,9 @@ def test_notebook_reads_through_the_public_api():
     assert "read_parquet" not in source
 
 
-@pytest.mark.parametrize("matplotlib", [False, True], ids=["tables", "matplotlib"])
-def test_notebook_runs_on_a_sweep_and_finds_its_trials(sweep_dir, monkeypatch, capsys,
-                                                       matplotlib):
-    ns = run_notebook(sweep_dir, monkeypatch, matplotlib=matplotlib)
+def test_notebook_runs_on_a_sweep_and_finds_its_trials(sweep_dir, monkeypatch, capsys):
+    ns = run_notebook(sweep_dir, monkeypatch)
 
-    assert (ns["plt"] is not None) == matplotlib
     assert len(ns["trials"]) == len(TRIALS)
     assert ns["PARAMS"] == ["lr", "warmup_steps", "precision"]
     assert (ns["METRIC"], ns["MODE"], ns["UNIT"], ns["RUNGS"]) == ("val_loss", "min", "epochs",
@@ -197,5 +197,36 @@ def test_notebook_runs_on_a_sweep_and_finds_its_trials(sweep_dir, monkeypatch, c
         3: {"reached": 3, "stopped_by_asha": 1, "continued": 2},
         6: {"reached": 2, "stopped_by_asha": 0, "continued": 0},
     }
+    # Optuna's importance and parallel coordinates, on the trials compared at the first
+    # rung (the highest milestone at least 5 trials reached): all but the failed one.
+    study = ns["study"]
+    assert study.user_attrs["budget"] == "epoch 1" and len(study.trials) == 7
+    assert set(ns["importance"]) == {"lr", "warmup_steps", "precision"}
+    assert ns["saved"] is None  # this sweep has no saved study
+    # curves, lr, funnel, importance, parallel coordinates: every plot drew something.
+    titles = [ax.get_title() for fig in ns["_figures"] for ax in fig.axes]
+    assert len(ns["_figures"]) == 5, titles
+    assert all(fig.axes and fig.axes[0].has_data() for fig in ns["_figures"]), titles
+
     reports = sum(len(losses) for _, losses, _ in TRIALS.values())
-    assert f"sweep quickstart (running): 8 trials, {reports} reports" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"sweep quickstart (running): 8 trials, {reports} reports" in out
+    assert "compared at epoch 1: 7 trials" in out
+
+
+def test_notebook_opens_the_saved_study_when_the_sweep_has_one(sweep_dir, monkeypatch, capsys):
+    import optuna
+
+    from hpsearch.report import load_sweep
+    from hpsearch.report._study import distributions, storage_at
+
+    sweep = SweepDir(sweep_dir)  # the study file SweepDir names, whatever its format
+    study = optuna.create_study(study_name=sweep.name, storage=storage_at(sweep.optuna))
+    dists = distributions(load_sweep(sweep))
+    for params, losses, _ in TRIALS.values():
+        if losses and losses[-1] != "diverged":
+            study.add_trial(optuna.trial.create_trial(
+                params=params, distributions={k: dists[k] for k in params}, value=losses[-1]))
+    ns = run_notebook(sweep_dir, monkeypatch)
+    assert ns["saved"] is not None and len(ns["saved"].trials) == 6
+    assert "saved study 'quickstart': 6 Optuna trials" in capsys.readouterr().out

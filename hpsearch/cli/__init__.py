@@ -24,6 +24,7 @@ COMMANDS = {
     "resume": "hpsearch.cli.resume:resume",
     "trial": "hpsearch.cli.trial:trial",
     "ls": "hpsearch.cli.ls:ls",
+    "report": "hpsearch.cli.report:report",
 }
 
 

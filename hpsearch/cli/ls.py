@@ -1,4 +1,4 @@
-"""``hpsearch ls``: the sweeps in a storage directory, with status and best value."""
+"""``hpsearch ls``: the sweeps in a storage directory, with status, best value and cost."""
 
 from __future__ import annotations
 
@@ -8,20 +8,61 @@ from hpsearch.cli._common import handle_errors
 
 
 @click.command()
-@click.option("--storage", default="./runs", show_default=True, help="Directory holding sweeps.")
+@click.option("--storage", help="Directory holding sweeps (default: $HPSEARCH_STORAGE, "
+                                "else ./runs).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the same as a JSON list, one object per sweep.")
 @handle_errors
-def ls(storage):
-    """List sweeps: name, status, trials ended/planned, best value, start time."""
+def ls(storage, as_json):
+    """List sweeps, newest first: status, trials ended/planned, best value and its
+    configuration, worker-hours, start and end times (local time)."""
+    import json
+
+    from hpsearch.store.layout import default_storage
     from hpsearch.store.listing import list_sweeps
 
+    storage = default_storage(storage)
     rows = list_sweeps(storage)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
     if not rows:
         click.echo(f"no sweeps in {storage}")
         return
-    header = ("NAME", "STATUS", "TRIALS", "BEST", "STARTED")
-    table = [header] + [
-        (r["name"], r["status"], r["trials"], r["best"], r["started_at"] or "") for r in rows
-    ]
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    header = ("NAME", "STATUS", "TRIALS", "BEST", "WORKER-H", "STARTED", "ENDED", "BEST CONFIG")
+    table = [header] + [_cells(r) for r in rows]
+    # A damaged sweep's line is its name and the reason, which would widen every column.
+    whole = [row for row in table if not row[1].startswith("damaged")]
+    widths = [max(len(row[i]) for row in whole) for i in range(len(header))]
     for row in table:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
+        if row[1].startswith("damaged"):
+            click.echo(f"{row[0].ljust(widths[0])}  {row[1]}")
+        else:
+            click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def _cells(row: dict) -> tuple[str, ...]:
+    from hpsearch.store.summary import fmt_value, printable
+
+    planned = row["trials_planned"]
+    trials = f"{row['trials_ended']}/{planned if planned is not None else '?'}"
+    best = "-"
+    if row["best_value"] is not None:
+        best = f"{row['metric']} {row['best_value']:.4g}"
+    config = ", ".join(f"{k}={fmt_value(v)}" for k, v in (row["best_config"] or {}).items())
+    hours = "-" if row["worker_hours"] is None else f"{row['worker_hours']:.3g}"
+    return tuple(printable(v) for v in (row["name"], row["status"], trials, best, hours,
+                                        _local(row["started_at"]), _local(row["ended_at"]),
+                                        config or "-"))
+
+
+def _local(iso: str | None) -> str:
+    """An ISO time from the manifest in this machine's local time, to the minute."""
+    from datetime import datetime
+
+    if not iso:
+        return "-"
+    try:
+        return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return iso

@@ -9,7 +9,8 @@ from hpsearch.cli._common import handle_errors
 
 @click.command()
 @click.argument("name")
-@click.option("--storage", default="./runs", show_default=True, help="Directory holding sweeps.")
+@click.option("--storage", help="Directory holding sweeps (default: $HPSEARCH_STORAGE, "
+                                "else ./runs).")
 @click.option("--address", envvar="RAY_ADDRESS", help="Ray cluster address.")
 @click.option("-v", "--verbose", is_flag=True, help="Show Ray's own logs.")
 @handle_errors
@@ -21,8 +22,9 @@ def resume(name, storage, address, verbose):
     from hpsearch.cli.run import print_summary
     from hpsearch.driver.sweep import resume_sweep
     from hpsearch.space import load_space
-    from hpsearch.store.layout import SweepDir
+    from hpsearch.store.layout import SweepDir, default_storage
 
-    result = resume_sweep(name, storage=storage, address=address, verbose=verbose)
+    result = resume_sweep(name, storage=default_storage(storage), address=address,
+                          verbose=verbose)
     print_summary(result, load_space(SweepDir.of(result.sweep_dir).space))
     sys.exit(result.exit_code)

@@ -6,22 +6,34 @@ with ``damaged: <reason>`` and the others are listed as usual.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
 from hpsearch.errors import DamagedSweepError
 from hpsearch.space.spec import Objective, Trials
 from hpsearch.store import status as st
-from hpsearch.store.layout import SweepDir, storage_root
+from hpsearch.store.layout import DEFAULT_STORAGE, SweepDir, storage_root
 from hpsearch.store.manifest import driver_died, read_manifest
 
-__all__ = ["list_sweeps"]
+__all__ = ["LISTING_KEYS", "list_sweeps"]
+
+#: The keys of each summary, in the order ``hpsearch ls --json`` prints them.
+LISTING_KEYS = ("name", "status", "trials_ended", "trials_planned", "metric", "mode",
+                "best_value", "best_trial", "best_config", "worker_hours", "gpu_hours",
+                "started_at", "ended_at")
 
 
-def list_sweeps(storage: str | os.PathLike = "./runs") -> list[dict[str, Any]]:
-    """One summary dict per sweep directory under ``storage`` (newest first).
+def list_sweeps(storage: str | os.PathLike = DEFAULT_STORAGE) -> list[dict[str, Any]]:
+    """One summary dict per sweep directory under ``storage``, newest first.
 
-    Keys: ``name``, ``status``, ``trials`` (ended/planned), ``best``, ``started_at``.
+    Keys (:data:`LISTING_KEYS`): ``name``; ``status`` (the manifest's, ``died (resume
+    it)`` for a running sweep whose driver is gone, or ``damaged: <reason>``);
+    ``trials_ended`` and ``trials_planned``; the objective's ``metric`` and ``mode``;
+    ``best_value``, ``best_trial`` and ``best_config`` (the best trial's searched
+    parameters); ``worker_hours`` and ``gpu_hours`` (sums of the trial table's
+    ``worker_s`` and ``gpu_s``); ``started_at`` and ``ended_at`` (ISO 8601, UTC, from the
+    manifest). Values that are not known are ``None``.
     """
     root = storage_root(storage)
     rows = []
@@ -36,8 +48,9 @@ def list_sweeps(storage: str | os.PathLike = "./runs") -> list[dict[str, Any]]:
         try:
             rows.append(_summary(sweep))
         except DamagedSweepError as exc:
-            rows.append({"name": sweep.name, "status": f"damaged: {_reason(exc)}",
-                         "trials": "?", "best": "-", "started_at": None})
+            row = dict.fromkeys(LISTING_KEYS)
+            row.update(name=sweep.name, status=f"damaged: {_reason(exc)}")
+            rows.append(row)
     return sorted(rows, key=lambda r: r["started_at"] or "", reverse=True)
 
 
@@ -46,47 +59,133 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
         manifest = read_manifest(sweep)
     except OSError as exc:
         raise DamagedSweepError(f"manifest.json unreadable ({exc.strerror or exc})") from None
-    planned = _planned_trials(sweep)
-    ended, best = 0, None
+    except DamagedSweepError as exc:
+        raise DamagedSweepError(_short_reason(exc, sweep.manifest)) from None
+    space = _space(sweep)
     objective_raw = manifest.get("objective") if isinstance(manifest.get("objective"), dict) else {}
-    metric = str(objective_raw.get("metric", ""))
-    objective = Objective(metric, "max" if objective_raw.get("mode") == "max" else "min")
-    if os.path.lexists(sweep.trials):
-        from hpsearch.store.tables import read_trials
-
-        try:
-            df = read_trials(sweep.trials)
-        except OSError as exc:
-            raise DamagedSweepError(f"trials.parquet unreadable ({exc.strerror or exc})") \
-                from None
-        if "status" not in df.columns:
-            raise DamagedSweepError("trials.parquet has no status column")
+    metric = str(objective_raw.get("metric", "")) or None
+    objective = Objective(metric or "", "max" if objective_raw.get("mode") == "max" else "min")
+    ended = 0
+    best_value = best_trial = best_config = worker_h = gpu_h = None
+    df = _trials(sweep)
+    if df is not None:
         ended = int(df["status"].isin(list(st.ENDED)).sum())
         if "best_value" in df.columns:
-            best = objective.best(df["best_value"].tolist())
+            scores = [objective.score(v) for v in df["best_value"]]
+            finite = [i for i, s in enumerate(scores) if math.isfinite(s)]
+            if finite:
+                i = min(finite, key=lambda k: scores[k])
+                row = df.iloc[i]
+                best_value = float(row["best_value"])
+                best_trial = str(row["trial_id"]) if "trial_id" in df.columns else None
+                best_config = {p: _plain(row[p]) for p in _params(space, df)
+                               if _plain(row[p]) is not None}
+        worker_h = _hours(df, "worker_s")
+        gpu_h = _hours(df, "gpu_s")
     status = str(manifest.get("status", "?"))
     if driver_died(manifest):
         status = "died (resume it)"
-    started = manifest.get("started_at")
     return {
         "name": sweep.name,
         "status": status,
-        "trials": f"{ended}/{planned}",
-        "best": f"{metric} {best:.4g}" if best is not None else "-",
-        "started_at": started if isinstance(started, str) else None,
+        "trials_ended": ended,
+        "trials_planned": _planned(space),
+        "metric": metric,
+        "mode": objective.mode if metric else None,
+        "best_value": best_value,
+        "best_trial": best_trial,
+        "best_config": best_config,
+        "worker_hours": worker_h,
+        "gpu_hours": gpu_h,
+        "started_at": _text(manifest.get("started_at")),
+        "ended_at": _text(manifest.get("ended_at")),
     }
 
 
-def _planned_trials(sweep: SweepDir) -> Any:
+def _trials(sweep: SweepDir):
+    """The trial table, ``None`` when there is none yet; damage raises."""
+    if not os.path.lexists(sweep.trials):
+        return None
+    if sweep.trials.is_dir():
+        raise DamagedSweepError("trials.parquet is a directory")
+    from hpsearch.store.tables import read_trials
+
+    try:
+        df = read_trials(sweep.trials)
+    except DamagedSweepError as exc:
+        raise DamagedSweepError(_short_reason(exc, sweep.trials)) from None
+    except OSError as exc:
+        raise DamagedSweepError(f"trials.parquet unreadable ({exc.strerror or exc})") from None
+    if "status" not in df.columns:
+        raise DamagedSweepError("trials.parquet has no status column")
+    return df
+
+
+def _space(sweep: SweepDir) -> dict[str, Any] | None:
     import yaml
 
     try:
         raw = yaml.safe_load(sweep.space.read_text())
-        return (raw.get("trials") or {}).get("num") or Trials().num
     except Exception:  # noqa: BLE001 - a listing must not die on one odd file
-        return "?"
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def _planned(space: dict[str, Any] | None) -> int | None:
+    if space is None:
+        return None
+    trials = space.get("trials")
+    num = trials.get("num") if isinstance(trials, dict) else None
+    return num if isinstance(num, int) else Trials().num
+
+
+def _params(space: dict[str, Any] | None, df) -> list[str]:
+    """Searched parameters: the space's non-fixed ``params``, else the trial table's
+    columns between ``status`` and ``final_value`` (docs/trial-tables.md)."""
+    params = space.get("params") if space else None
+    if isinstance(params, dict):
+        names = [k for k, v in params.items() if isinstance(v, dict)]
+    else:
+        cols = list(df.columns)
+        names = (cols[cols.index("status") + 1: cols.index("final_value")]
+                 if "final_value" in cols else [])
+    return [n for n in names if n in df.columns]
+
+
+def _plain(value: Any) -> Any:
+    """A table cell as a JSON-friendly value (``None`` for NaN/NA)."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()
+        except (ValueError, TypeError):
+            pass
+    try:
+        if value is None or value != value:
+            return None
+    except TypeError:  # pandas' NA
+        return None
+    return value
+
+
+def _hours(df, column: str) -> float | None:
+    if column not in df.columns:
+        return None
+    import pandas as pd
+
+    values = pd.to_numeric(df[column], errors="coerce").dropna()
+    return math.fsum(values) / 3600
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _short_reason(exc: Exception, path) -> str:
+    """An error about ``path`` without its full path or its advice: a listing line."""
+    text = str(exc).replace(str(path), path.name).split(" Nothing was changed")[0]
+    return text.rstrip(". ")
 
 
 def _reason(exc: Exception) -> str:
-    text = str(exc)
+    text = " ".join(str(exc).split())
     return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,165 @@
+"""The sweep report: ``report.html`` (one self-contained page) and ``report.md``.
+
+============  =========================================================================
+_load         the sweep's files, read tolerantly (a damaged file becomes a note)
+_facts        the numbers: best, ledger, rung funnel, precision, equal-budget rows
+_study        Optuna studies: the sweep's own (:func:`load_study`), one built in memory
+              from equal-budget rows (:func:`equal_budget_study`), fANOVA importance
+_figures      matplotlib figures as PNG bytes (object API, no pyplot, no display)
+_document     the report as blocks, rendered to HTML and to Markdown
+_build        facts -> document, in reading order
+============  =========================================================================
+
+May import ``hpsearch.store``, ``hpsearch.space``, pandas, matplotlib and Optuna; never
+Ray or torch (a test checks this).
+
+Example:
+    >>> from hpsearch.report import write_report
+    >>> html, md = write_report("runs/quickstart", compare="previous")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import NamedTuple
+
+from hpsearch.errors import HpsearchError, SweepNotFoundError
+from hpsearch.report._facts import equal_budget
+from hpsearch.report._load import SweepData, load_sweep
+from hpsearch.report._study import equal_budget_study, importances, load_study
+from hpsearch.store.layout import SweepDir, check_sweep_name, write_atomic
+
+__all__ = ["ReportPaths", "equal_budget", "equal_budget_study", "find_previous",
+           "importances", "load_study", "load_sweep", "write_report"]
+
+#: ``--compare previous``: the newest earlier sweep of the same space name.
+PREVIOUS = "previous"
+
+
+class ReportPaths(NamedTuple):
+    html: Path
+    md: Path
+
+
+def write_report(sweep_dir: str | os.PathLike | SweepDir, *,
+                 compare: str | None = None) -> ReportPaths:
+    """Write ``<sweep>/report.html`` and ``<sweep>/report.md``.
+
+    Works for a sweep in any state (running, finished, failed, interrupted, no trial yet):
+    what its files hold is reported, and what cannot be read is said so in the report.
+
+    Args:
+        sweep_dir: The sweep directory.
+        compare: Another sweep in the same storage to compare with: its name, or
+            ``"previous"`` for the newest earlier sweep whose space has the same ``name:``
+            (none found is a note in the report, not an error).
+
+    Returns:
+        The paths of the HTML and Markdown files. The Markdown's figures are PNG files in
+        ``<sweep>/report-images/``; the HTML embeds the same images.
+
+    Raises:
+        SweepNotFoundError: ``sweep_dir`` is not a sweep, or ``compare`` names none.
+        StorageError: A report file cannot be written.
+    """
+    from hpsearch.report._build import build_document
+    from hpsearch.report._document import to_html, to_markdown
+
+    data = load_sweep(sweep_dir)
+    other, note = _comparison(data, compare)
+    doc = build_document(data, compare=other, compare_note=note)
+    sweep = data.sweep
+    write_atomic(sweep.report_html, lambda tmp: tmp.write_text(to_html(doc), encoding="utf-8"))
+    images = sweep.report_images
+    _write_images(sweep, doc)
+    md = to_markdown(doc, images=images.name)
+    write_atomic(sweep.report_md, lambda tmp: tmp.write_text(md, encoding="utf-8"))
+    return ReportPaths(sweep.report_html, sweep.report_md)
+
+
+def _write_images(sweep: SweepDir, doc) -> None:
+    folder = sweep.report_images
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        from hpsearch.errors import StorageError
+
+        raise StorageError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    keep = {f"{f.name}.png" for f in doc.figures()}
+    for old in folder.glob("*.png"):  # figures of an earlier report this one lacks
+        if old.name not in keep:
+            sweep.remove(old)
+    for fig in doc.figures():
+        write_atomic(folder / f"{fig.name}.png", lambda tmp, png=fig.png: tmp.write_bytes(png))
+
+
+def _comparison(data: SweepData, compare: str | None) -> tuple[SweepData | None, str | None]:
+    if not compare:
+        return None, None
+    if compare == PREVIOUS:
+        found = find_previous(data.sweep)
+        if found is None:
+            name = data.space_name or data.sweep.name
+            return None, (f"no earlier sweep of the space {name!r} in {data.sweep.storage} "
+                          "to compare with")
+        return load_sweep(found), None
+    other = SweepDir(data.sweep.storage / check_sweep_name(compare, what="--compare sweep"))
+    if other.path == data.sweep.path:
+        return None, "--compare names this sweep itself; nothing to compare"
+    if not os.path.lexists(other.manifest):
+        raise SweepNotFoundError(f"--compare: no sweep named {compare!r} in "
+                                 f"{data.sweep.storage}")
+    return load_sweep(other), None
+
+
+def find_previous(sweep_dir: str | os.PathLike | SweepDir) -> SweepDir | None:
+    """The newest sweep in the same storage that started before this one and whose space
+    has the same ``name:``; ``None`` when there is none. Unreadable sweeps are skipped."""
+    sweep = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.of(sweep_dir)
+    name = _space_name(sweep)
+    started = _started(sweep)
+    if name is None or started is None:
+        return None
+    best: tuple[datetime, SweepDir] | None = None
+    try:
+        children = [p for p in sweep.storage.iterdir() if p.is_dir() and p != sweep.path]
+    except OSError:
+        return None
+    for child in children:
+        other = SweepDir(child)
+        if not other.manifest.is_file() or _space_name(other) != name:
+            continue
+        when = _started(other)
+        if when is None or when >= started:
+            continue
+        if best is None or when > best[0]:
+            best = (when, other)
+    return best[1] if best else None
+
+
+def _space_name(sweep: SweepDir) -> str | None:
+    import yaml
+
+    try:
+        raw = yaml.safe_load(sweep.space.read_text())
+        name = raw.get("name") if isinstance(raw, dict) else None
+        return str(name) if name is not None else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
+def _started(sweep: SweepDir) -> datetime | None:
+    from hpsearch.store.manifest import read_manifest
+
+    try:
+        value = read_manifest(sweep).get("started_at")
+        when = datetime.fromisoformat(str(value))
+    except (HpsearchError, OSError, ValueError, TypeError):
+        return None
+    if when.tzinfo is None:
+        from datetime import timezone
+
+        when = when.replace(tzinfo=timezone.utc)
+    return when

@@ -39,19 +39,28 @@ def fmt_hours(seconds: float | None) -> str:
     hours = seconds / 3600
     if hours == 0:
         return "0"
-    return f"{hours:.4f}" if hours < 1 else f"{hours:.2f}" if hours < 100 else f"{hours:.1f}"
+    if hours < 1:  # four significant digits, never in scientific notation: 0.00004444
+        import numpy as np
+
+        return np.format_float_positional(hours, precision=4, unique=False, fractional=False,
+                                          trim="-")
+    return f"{hours:.2f}" if hours < 100 else f"{hours:.1f}"
 
 
 def config_text(config: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={fmt_value(v)}" for k, v in config.items()) or "(no searched parameters)"
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in config.items()) or "(no searched parameters)"
 
 
 def _fmt(value: Any, missing: str = "n/a") -> str:
+    """A cell: four significant digits, but large numbers in full (``29560``, not
+    ``2.956e+04``)."""
     value = python_value(value)
     if value is None:
         return missing
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, float) and 1e4 <= abs(value) < 1e12:
+        return f"{value:.0f}"
     return fmt_value(value)
 
 

@@ -48,8 +48,10 @@ def _wide_positive(values) -> bool:
 
 
 def _scale(hours_max: float) -> tuple[float, str]:
-    """Hours, or minutes for a sweep shorter than an hour: (divisor of hours, unit)."""
-    return (1 / 60, "minutes") if hours_max < 1 else (1.0, "hours")
+    """The unit that reads best for a span of ``hours_max``: (its length in hours, name)."""
+    if hours_max < 2 / 60:
+        return 1 / 3600, "seconds"
+    return (1 / 60, "minutes") if hours_max < 2 else (1.0, "hours")
 
 
 def progress(frame, *, metric: str, mode: str) -> bytes:
@@ -64,6 +66,7 @@ def progress(frame, *, metric: str, mode: str) -> bytes:
                 label="best so far")
         label = f"sweep wall time ({unit})" if what == "wall" else f"worker-{unit} spent"
         ax.set_xlabel(label)
+        ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
     if _wide_positive(frame["value"]):
         axes[0].set_yscale("log")
@@ -96,7 +99,11 @@ def curves(series: list[dict[str, Any]], *, metric: str, x_label: str, rungs: li
     if _wide_positive(ys):
         axes[0].set_yscale("log")
     axes[0].set(xlabel=x_label, ylabel=metric, title=f"{metric} at each evaluation")
+    xs = [v for s in series for v in [*s["x"], *s["tx"]]]
+    integer_x = all(float(v).is_integer() for v in xs)
     for ax in axes:
+        if integer_x:  # whole epochs: no 1.25-epoch ticks
+            ax.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
         for rung in rungs:
             ax.axvline(rung, color="#999999", linestyle=":", linewidth=1)
         ax.grid(alpha=0.3)

@@ -403,14 +403,14 @@ class _Builder:
             span = (f(hi) - f(lo)) or 1.0
             columns.append([(f(float(v)) - f(lo)) / span if v is not None else math.nan
                             for v in raw])
-            axes.append({"name": name, "ticks": [(0.0, fmt_value(lo)), (1.0, fmt_value(hi))]})
+            axes.append({"name": name, "ticks": [(0.0, _fmt(lo)), (1.0, _fmt(hi))]})
         if not axes:
             return [], []
         vals = frame["value"].astype(float).tolist()
         lo, hi = min(vals), max(vals)
         span = (hi - lo) or 1.0
         columns.append([(v - lo) / span for v in vals])
-        axes.append({"name": self.metric, "ticks": [(0.0, fmt_value(lo)), (1.0, fmt_value(hi))]})
+        axes.append({"name": self.metric, "ticks": [(0.0, _fmt(lo)), (1.0, _fmt(hi))]})
         lines = [list(row) for row in zip(*columns)]
         return axes, lines
 

@@ -28,7 +28,7 @@ from hpsearch.store.retention import prune_checkpoints
 from hpsearch.store.summary import fmt_value, printable, status_line
 from hpsearch.store.tables import write_tables
 
-__all__ = ["AllFailedStopper", "ProgressCallback", "StallWatch", "TablesCallback",
+__all__ = ["AllFailedStopper", "Janitor", "ProgressCallback", "StallWatch", "TablesCallback",
            "describe_waiting"]
 
 
@@ -234,8 +234,7 @@ class AllFailedStopper(Stopper):
 
 #: Seconds without a trial starting, reporting or ending, with resource requests pending,
 #: before the sweep says what it waits for, and before it gives up (docs/cluster.md).
-STALL_WARN_S = float(os.environ.get("HPSEARCH_STALL_WARN_S", "120"))
-STALL_FAIL_S = float(os.environ.get("HPSEARCH_STALL_FAIL_S", "900"))
+STALL_WARN_S, STALL_FAIL_S = 120.0, 900.0
 
 
 class StallWatch(Callback):
@@ -244,11 +243,15 @@ class StallWatch(Callback):
     it prints what the sweep waits for and what holds it; after ``fail_s`` seconds it
     stops the sweep, and :attr:`diagnosis` says why."""
 
-    def __init__(self, records: TrialRecords, log, *, warn_s: float = STALL_WARN_S,
-                 fail_s: float = STALL_FAIL_S, check_every_s: float = 5.0):
+    def __init__(self, records: TrialRecords, log, *, warn_s: float | None = None,
+                 fail_s: float | None = None, check_every_s: float = 5.0):
         self.records = records
         self.log = log
-        self.warn_s, self.fail_s = warn_s, fail_s
+        self.warn_s = warn_s if warn_s is not None else float(
+            os.environ.get("HPSEARCH_STALL_WARN_S", STALL_WARN_S))
+        self.fail_s = fail_s if fail_s is not None else float(
+            os.environ.get("HPSEARCH_STALL_FAIL_S", STALL_FAIL_S))
+        check_every_s = min(check_every_s, self.warn_s / 2)
         self.check_every_s = check_every_s
         self.last_activity = self.last_check = time.monotonic()
         self.warned = False
@@ -277,7 +280,8 @@ class StallWatch(Callback):
             return
         self.last_check = now
         idle = now - self.last_activity
-        if idle < self.warn_s or not self.records.unfinished():
+        waiting_trials = any(t.status in ("PENDING", "RUNNING") for t in trials)
+        if idle < self.warn_s or not (waiting_trials or self.records.unfinished()):
             return
         waiting = describe_waiting()
         if waiting is None:  # nothing is pending: trials are simply slow to report
@@ -329,3 +333,34 @@ def _sum_bundles(groups) -> dict[str, float]:
 def _fmt_resources(resources, only=None) -> str:
     keys = list(only) if only else [k for k in resources if k in ("CPU", "GPU")]
     return ", ".join(f"{resources.get(k, 0):g} {k}" for k in keys) or "nothing"
+
+
+class Janitor(Callback):
+    """Gives back what a dead Ray Train controller held: once a second, and when the
+    experiment ends, it removes the sweep's orphaned placement groups
+    (:func:`hpsearch.driver.repairs.reap_orphan_placement_groups`), so a trial that
+    failed in any way never holds the cluster."""
+
+    def __init__(self, *, every_s: float = 1.0):
+        self.every_s = every_s
+        self.last = 0.0
+        self.removed: list[str] = []
+
+    def reap(self) -> None:
+        from hpsearch.driver.repairs import reap_orphan_placement_groups
+
+        self.last = time.monotonic()
+        try:
+            self.removed += reap_orphan_placement_groups()
+        except Exception:  # noqa: BLE001 - housekeeping must never end a sweep
+            pass
+
+    def on_step_begin(self, iteration, trials, **info):
+        if time.monotonic() - self.last >= self.every_s:
+            self.reap()
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.reap()
+
+    def on_experiment_end(self, trials, **info):
+        self.reap()

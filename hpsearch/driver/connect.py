@@ -48,6 +48,9 @@ def quiet_ray_output(verbose: bool) -> None:
     # A failing trial's traceback goes to its error.txt; progress prints its last line and
     # that path instead of a page of Ray internals per attempt.
     logging.getLogger("ray.tune.execution.tune_controller").setLevel(logging.CRITICAL)
+    # "Failed to fetch metrics" for trials that never ran (a stalled or stopped sweep):
+    # the trial tables say what ran.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -104,9 +107,19 @@ def connect(address: str | None = None, *, verbose: bool = False,
         logging_level=logging.INFO if verbose else logging.WARNING,
         configure_logging=True,
     )
+    if address is None:
+        from hpsearch.driver.repairs import running_local_cluster
+
+        # A cluster started here with `ray start` is joined, as `ray.init()` would; a
+        # stale record of one (its head is gone) must not make us wait for it.
+        address = running_local_cluster() if num_gpus is None else None
+        if address is not None:
+            ray.init(address=address, **kwargs)
+            return Connection(address, dict(ray.cluster_resources()), started_local=False)
     if address in (None, "local"):
         # The dashboard hosts the state API that Ray Train's placement-group cleaner needs.
-        ray.init(**kwargs, **({"num_gpus": num_gpus} if num_gpus is not None else {}))
+        ray.init(address="local", **kwargs,
+                 **({"num_gpus": num_gpus} if num_gpus is not None else {}))
         return Connection(None, dict(ray.cluster_resources()), started_local=True)
     if address.startswith("ray://"):
         raise ClusterError(

@@ -70,6 +70,7 @@ class SweepRun:
         from hpsearch.driver.budget import StartLimits
         from hpsearch.driver.callbacks import (
             AllFailedStopper,
+            Janitor,
             ProgressCallback,
             StallWatch,
             TablesCallback,
@@ -84,6 +85,7 @@ class SweepRun:
         self.stopper = AllFailedStopper(self.records, sweep, threshold=min(spec.trials.num, 3))
         self.watch = StallWatch(self.records, self.progress.log)
         live.register_watch(sweep, self.watch)
+        self.janitor = Janitor()
         self.limits = StartLimits(self.records, spec, deadline_at=deadline_at)
         live.register_limits(sweep, self.limits)
         self.started = time.time()
@@ -105,7 +107,7 @@ class SweepRun:
     @property
     def callbacks(self) -> list:
         # Tables first: progress reads the records the tables callback has just updated.
-        return [self.tables, self.progress, self.watch]
+        return [self.tables, self.progress, self.watch, self.janitor]
 
 
 def new_tuner(run: SweepRun, plan: Plan) -> Any:

@@ -13,6 +13,10 @@ relies on. What hpsearch puts back, and where it reaches into Ray's internals to
 :func:`recorded_end`          a trial that ended after Tune's last state save replays its
                               recorded result instead of training again
 :func:`fail_orphaned_optuna_trials`  Optuna trials a dead driver left ``RUNNING``
+:func:`reap_orphan_placement_groups`  placement groups a dead Ray Train controller left
+                              holding resources (private: the GCS placement-group table)
+:func:`running_local_cluster`  whether Ray's record of a ``ray start`` cluster is live
+                              (private: ``ray._private.utils``)
 :func:`local_ray_processes`,  a killed driver's orphaned local Ray instance
 :func:`stop_orphaned_local_ray`  (private: ``ray._private.worker``)
 ============================  ==========================================================
@@ -37,7 +41,8 @@ from hpsearch.store.layout import SweepDir, write_atomic
 from hpsearch.store.manifest import last_run
 
 __all__ = ["TESTED_RAY", "fail_orphaned_optuna_trials", "local_ray_processes",
-           "recorded_end", "reopen_search", "replay_asha_rungs", "restore_tuner",
+           "reap_orphan_placement_groups", "recorded_end", "reopen_search",
+           "replay_asha_rungs", "restore_tuner", "running_local_cluster",
            "restored_scheduler", "stop_orphaned_local_ray"]
 
 #: Ray versions (major.minor) whose internals the repairs below were tested against.
@@ -213,6 +218,75 @@ def fail_orphaned_optuna_trials(storage_url: str, study_name: str) -> int:
     for trial in orphans:
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
     return len(orphans)
+
+
+# --- placement groups a dead Ray Train controller left behind --------------------------------
+
+
+def reap_orphan_placement_groups() -> list[str]:
+    """Remove this sweep's placement groups whose Ray Train controller is dead.
+
+    Ray removes a placement group only when both the actor that created it and its job
+    (this sweep's driver) are dead, and Ray Train's own ``PlacementGroupCleaner`` sees a
+    group only after its worker group started, and only with a reachable dashboard. So a
+    trial whose worker group failed during setup (a process group that cannot start),
+    or that Tune stopped without a working cleaner, leaves a group that holds its CPUs and
+    GPUs for the rest of the sweep, and the next trials wait for them forever.
+
+    An orphan here: not removed, not detached, created by a real actor (Tune's own groups
+    have a nil creator) that is dead, in this driver's job. Returns the ids removed.
+    (private: the GCS placement-group table, for the creator fields)
+    """
+    import ray
+    from ray.util.placement_group import PlacementGroup, remove_placement_group
+
+    state = _internal(__import__("ray._private.state", fromlist=["state"]), "state",
+                      what="removing orphaned placement groups")
+    from ray.core.generated import gcs_pb2
+
+    table = gcs_pb2.PlacementGroupTableData
+    nil = ray.ActorID.nil().binary()
+    job = ray.get_runtime_context().get_job_id()
+    removed = []
+    accessor = _internal(state, "_connect_and_get_accessor",
+                         what="removing orphaned placement groups")()
+    for raw in accessor.get_placement_group_table():
+        group = table.FromString(raw)
+        if (group.state != table.REMOVED and not group.is_detached
+                and group.creator_actor_id and group.creator_actor_id != nil
+                and group.creator_actor_dead and not group.creator_job_dead
+                and group.creator_job_id.hex() == job):
+            remove_placement_group(PlacementGroup(ray.PlacementGroupID(group.placement_group_id)))
+            removed.append(group.placement_group_id.hex())
+    return removed
+
+
+# --- a `ray start` cluster on this machine ------------------------------------------------------
+
+
+def running_local_cluster() -> str | None:
+    """The address of a Ray cluster started on this machine with ``ray start``, if one is
+    running now; ``None`` if there is none or Ray's record of it is stale.
+
+    ``ray.init()`` without an address joins the cluster Ray recorded in its temp
+    directory, and retries for minutes when that cluster is gone (a ``ray start --block``
+    that was killed leaves the record). (private: ``ray._private.utils.read_ray_address``)
+    """
+    import socket
+
+    utils = __import__("ray._private.utils", fromlist=["read_ray_address"])
+    try:
+        address = _internal(utils, "read_ray_address", what="connecting")()
+    except OSError:
+        return None
+    if not address or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return address
+    except (OSError, ValueError):
+        return None
 
 
 # --- a killed driver's local Ray --------------------------------------------------------------

@@ -184,7 +184,7 @@ class TrainRunner(Runner):
         # a failing trial (max_failures + 1) ** 2 times.
         return 0
 
-    def trainer(self, config: Mapping[str, Any], *, run_config: Any, echo: bool = False):
+    def trainer(self, config: Mapping[str, Any], *, run_config: Any):
         """The ``TorchTrainer`` of one configuration."""
         from ray.train import ScalingConfig
         from ray.train.torch import TorchTrainer
@@ -193,7 +193,7 @@ class TrainRunner(Runner):
         if self.harness:
             loop: Callable[[dict[str, Any]], None] = _harness_worker_loop
             loop_config: dict[str, Any] = {"config": dict(config),
-                                           "trainable": self.spec.trainable, "echo": echo}
+                                           "trainable": self.spec.trainable}
         else:
             loop, loop_config = _trainable(self.spec.trainable), dict(config)
         return TorchTrainer(
@@ -211,31 +211,90 @@ class TrainRunner(Runner):
             name=sweep.train_run_name(trial_id),
             storage_path=os.fspath(sweep.train),
             callbacks=[_forward_to_tune(self.spec.objective)],
-            failure_config=FailureConfig(max_failures=self.spec.trials.max_failures),
+            # A worker group that cannot start is retried once, not forever (Ray's default):
+            # a trial that cannot get its workers fails and gives its resources back.
+            failure_config=FailureConfig(max_failures=self.spec.trials.max_failures,
+                                         controller_failure_limit=1),
             checkpoint_config=CheckpointConfig(num_to_keep=self.spec.checkpoints.keep),
         )
         self.trainer(config, run_config=run_config).fit()
 
     def run_on_ray(self, config: Mapping[str, Any], *, storage: str | None = None,
-                   address: str | None = None) -> list[dict[str, Any]]:
-        """Train ``config`` as one Ray Train run, printing rank 0's reports
-        (``hpsearch trial --workers N``); returns the reports."""
-        import tempfile
+                   address: str | None = None,
+                   on_report: Callable[[dict[str, Any]], None] | None = None) -> list[dict]:
+        """Train ``config`` as one Ray Train run (``hpsearch trial --workers N``) and return
+        rank 0's reports, calling ``on_report`` with each as it arrives.
 
+        The reports are collected as they happen (Ray Train's own result keeps only the
+        checkpointed ones, so a raw loop that reports without checkpoints would show none).
+        """
+        import tempfile
+        import threading
+
+        import ray
         from ray.train import RunConfig
 
         from hpsearch.driver.connect import connect
 
         conn = connect(address, verbose=True)
         try:
+            log = ray.remote(num_cpus=0)(_ReportLog).remote()
             run_config = RunConfig(
-                name="trial", storage_path=storage or tempfile.mkdtemp(prefix="hpsearch-trial-"))
-            result = self.trainer(config, run_config=run_config, echo=True).fit()
+                name="trial", storage_path=storage or tempfile.mkdtemp(prefix="hpsearch-trial-"),
+                callbacks=[_record_reports(log)])
+            trainer = self.trainer(config, run_config=run_config)
+            outcome: dict[str, Any] = {}
+
+            def fit() -> None:
+                try:
+                    trainer.fit()
+                except BaseException as exc:  # noqa: BLE001 - re-raised below, here
+                    outcome["error"] = exc
+
+            thread = threading.Thread(target=fit, name="hpsearch-trial-fit", daemon=True)
+            thread.start()
+            reports: list[dict[str, Any]] = []
+            while True:
+                thread.join(timeout=0.5)
+                for metrics in ray.get(log.since.remote(len(reports))):
+                    reports.append(metrics)
+                    if on_report is not None:
+                        on_report(dict(metrics))
+                if not thread.is_alive():
+                    break
+            if "error" in outcome:
+                raise outcome["error"]
+            return reports
         finally:
             if conn.started_local:
                 conn.close()
-        df = result.metrics_dataframe
-        return [] if df is None else df.to_dict("records")
+
+
+class _ReportLog:
+    """Rank 0's reports of one Ray Train run, as its controller saw them (a tiny actor
+    owned by the process that waits on the run)."""
+
+    def __init__(self) -> None:
+        self.reports: list[dict[str, Any]] = []
+
+    def add(self, metrics: dict[str, Any]) -> None:
+        self.reports.append(metrics)
+
+    def since(self, n: int) -> list[dict[str, Any]]:
+        return self.reports[n:]
+
+
+def _record_reports(log: Any) -> Any:
+    """A Ray Train callback (it runs in the controller) that sends each report to ``log``,
+    waiting until it is recorded."""
+    import ray
+    from ray.train import UserCallback
+
+    class RecordReports(UserCallback):
+        def after_report(self, run_context, metrics, checkpoint):  # noqa: ANN001
+            ray.get(log.add.remote({k: v for k, v in metrics[0].items() if k != "checkpoint"}))
+
+    return RecordReports()
 
 
 def require_cuda_if_asked(config: Mapping[str, Any]) -> None:
@@ -329,22 +388,17 @@ class _TuneSession:
 class _TrainSession:
     """Harness session inside a Ray Train worker."""
 
-    def __init__(self, echo: bool = False) -> None:
+    def __init__(self) -> None:
         import ray.train
 
         ctx = ray.train.get_context()
         self.world_rank = ctx.get_world_rank()
         self.world_size = ctx.get_world_size()
         self.local_rank = ctx.get_local_rank()
-        self.echo = echo and self.world_rank == 0  # rank 0 prints (`hpsearch trial`)
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         import ray.train
 
-        if self.echo:
-            from hpsearch.driver.single import format_report
-
-            print(format_report(metrics), flush=True)
         checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         ray.train.report(metrics, checkpoint=checkpoint)
         if checkpoint_dir:  # Train has copied it into the run's storage
@@ -364,7 +418,7 @@ def _harness_worker_loop(payload: dict[str, Any]) -> None:
     from hpsearch.train.loop import train
 
     require_cuda_if_asked(payload["config"])
-    session = _TrainSession(echo=bool(payload.get("echo")))
+    session = _TrainSession()
     train(payload["config"], _trainable(payload["trainable"]), session)
 
 

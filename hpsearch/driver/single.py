@@ -49,7 +49,8 @@ def run_single(
     try:
         if isinstance(runner, InProcessRunner):
             return runner.run_local(config, checkpoint_root=checkpoint_root, on_report=on_report)
-        return runner.run_on_ray(config, storage=checkpoint_root, address=address)
+        return runner.run_on_ray(config, storage=checkpoint_root, address=address,
+                                 on_report=on_report)
     except HpsearchError:
         raise
     except Exception as exc:  # noqa: BLE001 - the trial's own code raised: one line, saved trace

@@ -79,3 +79,87 @@ def test_raw_loop_that_never_reports_the_objective_fails_with_what_it_reported(
     assert list(trials.status) == ["failed"]
     assert "never reported the objective metric 'val_mse'; it reported: mse" in trials.error[0]
     assert result.status in ("all_failed", "no_trial_completed")
+
+
+@pytest.mark.parametrize("loop, max_failures, fragment", [
+    ("raises_after_one_report", 0, "user code failed after its first report"),
+    ("worker_dies_before_reporting", 1, ""),  # dies on every attempt: past max_failures
+])
+def test_a_failing_train_trial_fails_and_gives_its_resources_back(tmp_path, ray_instance,
+                                                                  loop, max_failures, fragment):
+    space = raw_space(loop, num=1, scheduler={"type": "fifo", "max_t": 2})
+    space["trials"]["max_failures"] = max_failures
+    result = run_sweep(parse_space(space), storage=str(tmp_path))
+    trials = hpsearch.read_trials(result.sweep_dir)
+    assert list(trials.status) == ["failed"]
+    assert fragment in trials.error[0]
+    resources_return_to_baseline(ray_instance, timeout=15)
+
+
+def test_orphaned_placement_groups_of_a_dead_creator_are_removed(ray_instance):
+    """What a Ray Train controller leaves when its worker group fails during setup: a
+    placement group whose creator died while the sweep (the job) lives on."""
+    from ray.util import placement_group_table
+
+    from hpsearch.driver.repairs import reap_orphan_placement_groups
+
+    @ray_instance.remote(num_cpus=0)
+    class Creator:
+        def make(self):
+            from ray.util import placement_group
+
+            group = placement_group([{"CPU": 1}])
+            ray_instance.get(group.ready(), timeout=30)
+            return group.id.hex()
+
+    creator = Creator.remote()
+    group_id = ray_instance.get(creator.make.remote())
+    ray_instance.kill(creator)
+    time.sleep(2)
+    assert placement_group_table()[group_id]["state"] == "CREATED"  # Ray keeps it
+    assert group_id in reap_orphan_placement_groups()
+    resources_return_to_baseline(ray_instance, timeout=15)
+
+
+def test_trial_with_workers_returns_a_raw_loops_reports_without_checkpoints(tmp_path,
+                                                                            ray_instance):
+    from hpsearch.driver.single import run_single, single_config
+
+    spec = parse_space(raw_space("reports_each_epoch", scheduler={"type": "fifo", "max_t": 3}))
+    seen = []
+    reports = run_single(spec, single_config(spec)[0], workers=2, on_report=seen.append)
+    assert [r["epoch"] for r in reports] == [1, 2, 3]
+    assert [r["epoch"] for r in seen] == [1, 2, 3] and "val_mse" in reports[-1]
+
+
+def test_a_sweep_waiting_for_resources_that_never_come_says_why_and_stops(
+        tmp_path, ray_instance, monkeypatch, capsys):
+    """Something outside the sweep holds every CPU: the sweep names what it waits for and
+    what holds it, then stops with its tables written instead of hanging."""
+    from ray.util import placement_group, remove_placement_group
+
+    from hpsearch.errors import SweepStalledError
+
+    monkeypatch.setenv("HPSEARCH_STALL_WARN_S", "4")
+    monkeypatch.setenv("HPSEARCH_STALL_FAIL_S", "12")
+    hog = placement_group([{"CPU": 1}, {"CPU": 1}], name="someone-elses-job")
+    ray_instance.get(hog.ready(), timeout=30)
+    try:
+        spec = parse_space({
+            "name": "starved", "trainable": "digits",
+            "objective": {"metric": "val_loss", "mode": "min"},
+            "params": {"lr": {"type": "float", "low": 0.001, "high": 0.01, "log": True}},
+            "scheduler": {"type": "fifo", "max_t": 1}, "trials": {"num": 2},
+        })
+        start = time.monotonic()
+        with pytest.raises(SweepStalledError) as err:
+            run_sweep(spec, storage=str(tmp_path))
+        assert time.monotonic() - start < 60
+    finally:
+        remove_placement_group(hog)
+    message = str(err.value)
+    assert "wait for 2 CPU" in message and "someone-elses-job (2 CPU)" in message
+    assert "waiting" in capsys.readouterr().out  # the warning came first
+    manifest = (tmp_path / "starved" / "manifest.json").read_text()
+    assert '"status": "stalled"' in manifest
+    resources_return_to_baseline(ray_instance, timeout=15)

@@ -91,7 +91,7 @@ def finish_run(sweep: SweepDir | None, *, status: str, report: bool = False,
         try:
             from hpsearch.report import write_report
 
-            html, _ = write_report(sweep)
+            html, _ = write_report(sweep, compare="previous")  # what changed since last time
             report_path = str(html)
             print(f"report:    {html}", file=sys.stdout, flush=True)
         except Exception as exc:  # noqa: BLE001 - the sweep's outcome stands regardless

@@ -103,13 +103,19 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
     )
     budget_key = None
     if scheduler is not BAD:
-        budget_key = "epochs" if scheduler.time_attr == "epoch" else "max_steps"
+        budget_key = scheduler.budget_key
     contract = _harness_contract(trainable, harness)
     params = read_params(raw.get("params"), report, present="params" in raw,
                          budget_key=budget_key, rules=contract.KEYS if contract else None)
     if not ok(params, *parts.values()):
         return BAD
     searched, fixed = params
+    if (contract is not None and scheduler.time_attr == "time"
+            and not {"epochs", "max_steps"} & ({p.name for p in searched} | set(fixed))):
+        return report.add(("scheduler", "time_attr"), "conflict",
+                          "`time` stops trials after max_t seconds, but the learning-rate "
+                          "schedule needs each trial's length: set `epochs` or `max_steps` "
+                          "in params (e.g. `epochs: 20`)")
     spec = Spec(params=searched, fixed=fixed, source=source, raw=copy.deepcopy(dict(raw)),
                 **parts)
     if contract is not None and not report.issues:
@@ -177,7 +183,8 @@ def _read_search(raw: Mapping, report: Report) -> Any:
     if section is BAD:
         return BAD
     report.reject_unknown_keys(section, path, ("algorithm", "seed", "n_startup_trials"))
-    algorithm = report.option(section, path, "algorithm", ("tpe", "random"), default="tpe")
+    algorithm = report.option(section, path, "algorithm", ("tpe", "random", "gp", "qmc"),
+                              default="tpe")
     seed: Any = 0
     if "seed" in section and section["seed"] is None:
         seed = None  # null asks for a fresh random seed each run
@@ -199,12 +206,13 @@ def _read_scheduler(raw: Mapping, report: Report) -> Any:
         section, path, ("type", "time_attr", "max_t", "grace_period", "reduction_factor")
     )
     kind = report.option(section, path, "type", ("asha", "fifo"), default="asha")
-    time_attr = report.option(section, path, "time_attr", ("epoch", "step"), default="epoch")
+    time_attr = report.option(section, path, "time_attr", ("epoch", "step", "time"),
+                              default="epoch")
     max_t = report.integer(section, path, "max_t", default=10, minimum=1)
     grace = report.integer(section, path, "grace_period", default=1, minimum=1)
     factor = report.integer(section, path, "reduction_factor", default=3, minimum=2)
     if kind == "asha" and ok(max_t, grace) and grace > max_t:
-        unit = {"epoch": " epochs", "step": " steps"}.get(time_attr, "")
+        unit = {"epoch": " epochs", "step": " steps", "time": " seconds"}.get(time_attr, "")
         grace = report.add(path + ("grace_period",), "range",
                            f"must be <= max_t ({max_t}{unit}), the length of a full trial "
                            f"(got {grace})")

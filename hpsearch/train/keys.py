@@ -91,6 +91,8 @@ KEYS: Mapping[str, Key] = _keys(
     Key("seed", "int"),
     Key("loss_scale_init", "float", low=0.0, low_open=True),
     Key("checkpoint_every", "int", low=0),
+    Key("diverge_factor", "float", low=0.0),
+    Key("diverge_window", "int", low=1),
     Key("num_workers", "int", low=0),
     Key("use_gpu", "bool"),
 )
@@ -123,6 +125,8 @@ class HarnessConfig:
     seed: int = 0
     loss_scale_init: float = 2.0**16
     checkpoint_every: int = 1
+    diverge_factor: float = 10.0
+    diverge_window: int = 32
     num_workers: int = 0
     use_gpu: bool = False
 

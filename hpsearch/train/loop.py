@@ -34,6 +34,12 @@ Config keys the loop reads (all others are passed through to the workload untouc
 ``loss_scale_init``           Initial fp16 loss scale (GradScaler ``init_scale``). Default 2**16.
 ``checkpoint_every``          Checkpoint at every this many reports (and always at the last
                               one); 0 never checkpoints. Default 1.
+``diverge_factor``            A run whose mean training loss (over a window of steps, or
+                              since the last report) is more than this many times the loss
+                              of its first step is ``diverged``. 0 turns the rule off; it
+                              applies only when the first loss is positive. Default 10.
+``diverge_window``            Steps between divergence checks (one device sync each).
+                              Default 32.
 ``num_workers``               DataLoader worker processes for datasets that are neither a
                               ``TensorDataset`` nor have ``get_batch``. Default 0.
 ``use_gpu``                   Train on ``cuda:<local_rank>`` when CUDA is available. Default False.
@@ -54,8 +60,9 @@ Each report (one ``session.report`` call, made by every rank with the same value
 ``peak_mem_mb``   peak accelerator memory allocated so far (None on the CPU);
 ``precision``     the precision trained in;
 ``skipped_steps`` steps the fp16 scaler skipped so far (overflowing gradients);
-``status``        ``running``; on the last report ``completed``, ``diverged`` (non-finite
-                  training loss: ``val_loss`` is NaN and training stops) or
+``status``        ``running``; on the last report ``completed``, ``diverged`` (a non-finite
+                  training loss, or one over ``diverge_factor`` times the first step's:
+                  ``val_loss`` is NaN and training stops) or
                   ``unsupported_precision`` (the hardware cannot run ``precision``; nothing
                   trained), the latter two with a ``reason``.
 """
@@ -83,9 +90,6 @@ from hpsearch.train.workload import Workload
 
 __all__ = ["train", "TrainResult", "HarnessConfig"]  # HarnessConfig lives in keys.py
 
-# Checking the running loss for NaN costs a device sync (and an all-reduce under DDP), so it
-# happens at reports and every this many steps, not every step.
-_DIVERGENCE_CHECK_EVERY = 32
 
 
 @dataclass(frozen=True)
@@ -227,12 +231,16 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
                         "batch_in_epoch": batch_in_epoch,
                         "reports": reports_done,
                         "rng": states,
+                        "first_loss": first_loss,
                         "config": _plain(dict(config)),
                     }
                 )
         session.report(metrics, checkpoint_dir=checkpoint_dir)
         return metrics
 
+    first_loss: float | None = None  # the first step's loss: what "exploded" is measured against
+    if resume_dir is not None:
+        first_loss = state.get("first_loss")
     metrics: dict[str, Any] = {}
     if step >= total_steps:  # resumed from the end of the budget: report where it stands
         metrics = report("completed", train_loss=math.nan, grad_norm=math.nan, samples_per_s=0.0,
@@ -241,6 +249,8 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
 
     model.train()
     loss_sum = torch.zeros((), device=device)
+    window_sum = torch.zeros((), device=device)  # the divergence check's window
+    window_steps = 0
     steps_since_report = 0
     grad_norm = torch.full((), math.nan)
     lr = cfg.lr
@@ -277,19 +287,28 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             loss_sum += loss.detach()  # stays on the device: no sync per step
+            window_sum += loss.detach()
+            window_steps += 1
+            if first_loss is None:  # one sync, once: the loss before any update counted
+                first_loss = _global_mean(loss.detach(), 1, world_size)
 
             if not report_now:
-                if step % _DIVERGENCE_CHECK_EVERY == 0 and not _all_finite(loss_sum, world_size):
-                    train_loss = _global_mean(loss_sum, steps_since_report, world_size)
-                    return _diverge(session, step, epoch, batch_in_epoch, steps_per_epoch, cfg, lr, optimizer,
-                                    scaler, train_loss, metrics)
+                if step % cfg.diverge_window == 0:  # one sync per window
+                    window_loss = _global_mean(window_sum, window_steps, world_size)
+                    reason = _divergence(window_loss, first_loss, cfg, step - window_steps + 1, step)
+                    window_sum.zero_()
+                    window_steps = 0
+                    if reason:
+                        return _diverge(session, step, epoch, batch_in_epoch, steps_per_epoch, cfg, lr, optimizer,
+                                        scaler, window_loss, metrics, reason)
                 continue
 
             train_loss = _global_mean(loss_sum, steps_since_report, world_size)  # syncs the device
             elapsed = time.perf_counter() - started
-            if not math.isfinite(train_loss):
+            reason = _divergence(train_loss, first_loss, cfg, step - steps_since_report + 1, step)
+            if reason:
                 return _diverge(session, step, epoch, batch_in_epoch, steps_per_epoch, cfg, lr, optimizer,
-                                scaler, train_loss, metrics)
+                                scaler, train_loss, metrics, reason)
             done = step >= total_steps
             metrics = report(
                 "completed" if done else "running",
@@ -303,17 +322,33 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             if done:
                 return TrainResult("completed", step, metrics["epoch"], metrics)
             loss_sum.zero_()
+            if step % cfg.diverge_window == 0:  # this report's check covered the window
+                window_sum.zero_()
+                window_steps = 0
             steps_since_report = 0
             started = time.perf_counter()
         epoch += 1
         batch_in_epoch = 0
 
 
+def _divergence(loss: float, first_loss: float | None, cfg: HarnessConfig, first_step: int,
+                last_step: int) -> str | None:
+    """Why the run diverged, or ``None``: a non-finite mean training loss, or one more than
+    ``diverge_factor`` times the first step's loss (when that was positive)."""
+    if not math.isfinite(loss):
+        return f"training loss became non-finite ({loss}) by step {last_step}"
+    if (cfg.diverge_factor > 0 and first_loss is not None and math.isfinite(first_loss)
+            and first_loss > 0 and loss > cfg.diverge_factor * first_loss):
+        return (f"training loss exploded: {loss:.4g} over steps {first_step}-{last_step} is more "
+                f"than {cfg.diverge_factor:g}x its first value {first_loss:.4g} "
+                "(diverge_factor)")
+    return None
+
+
 def _diverge(session: Session, step: int, epoch: int, batch_in_epoch: int, steps_per_epoch: int,
              cfg: HarnessConfig, lr: float, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-             train_loss: float, previous: Mapping[str, Any]) -> TrainResult:
+             train_loss: float, previous: Mapping[str, Any], reason: str) -> TrainResult:
     done = _epochs_done(epoch, batch_in_epoch, steps_per_epoch)
-    reason = f"training loss became non-finite ({train_loss}) by step {step}"
     metrics = _final_metrics(step, done, cfg, "diverged", reason)
     metrics.update(lr=lr, train_loss=train_loss, skipped_steps=_skipped_steps(step, optimizer, scaler))
     # The workload's metrics keep their columns, as NaN: the weights are no longer meaningful.
@@ -465,13 +500,6 @@ def _global_mean(loss_sum: torch.Tensor, steps: int, world_size: int) -> float:
     if world_size > 1:
         dist.all_reduce(total)
     return total.item() / (steps * world_size)
-
-
-def _all_finite(loss_sum: torch.Tensor, world_size: int) -> bool:
-    bad = (~torch.isfinite(loss_sum)).float()
-    if world_size > 1:
-        dist.all_reduce(bad, op=dist.ReduceOp.MAX)  # every rank must stop at the same step
-    return not bad.item()
 
 
 def _total_norm(params: list[nn.Parameter]) -> torch.Tensor:

@@ -48,7 +48,7 @@ def test_private_ray_access_lives_in_one_module():
 
 
 @pytest.mark.parametrize("name", ["trials.parquet", "history.parquet", "manifest.json",
-                                  "optuna.db", "space.yaml", "report.html", "report.md"])
+                                  "optuna.db", "optuna.journal", "space.yaml", "report.html", "report.md"])
 def test_sweep_file_names_are_spelled_in_one_module(name):
     found = {rel(p) for p in MODULES if f'"{name}"' in source(p) or f"'{name}'" in source(p)}
     assert found == {"hpsearch/store/layout.py"}

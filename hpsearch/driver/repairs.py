@@ -12,7 +12,9 @@ relies on. What hpsearch puts back, and where it reaches into Ray's internals to
                               (ray-project/ray#30838) (private: ``_brackets``)
 :func:`recorded_end`          a trial that ended after Tune's last state save replays its
                               recorded result instead of training again
-:func:`fail_orphaned_optuna_trials`  Optuna trials a dead driver left ``RUNNING``
+:func:`settle_study`          at a sweep's end, every Optuna trial still ``RUNNING`` told
+                              as its trial ended, and a row for every trial the study
+                              has (no phantom trials)
 :func:`reap_orphan_placement_groups`  placement groups a dead Ray Train controller left
                               holding resources (private: the GCS placement-group table)
 :func:`running_local_cluster`  whether Ray's record of a ``ray start`` cluster is live
@@ -40,10 +42,10 @@ from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir, write_atomic
 from hpsearch.store.manifest import last_run
 
-__all__ = ["TESTED_RAY", "fail_orphaned_optuna_trials", "local_ray_processes",
-           "reap_orphan_placement_groups", "recorded_end", "reopen_search",
-           "replay_asha_rungs", "restore_tuner", "running_local_cluster",
-           "restored_scheduler", "stop_orphaned_local_ray"]
+__all__ = ["TESTED_RAY", "local_ray_processes", "reap_orphan_placement_groups",
+           "recorded_end", "reopen_search", "replay_asha_rungs", "restore_tuner",
+           "running_local_cluster", "restored_scheduler", "settle_study",
+           "stop_orphaned_local_ray"]
 
 #: Ray versions (major.minor) whose internals the repairs below were tested against.
 TESTED_RAY = ("2.60",)
@@ -107,7 +109,23 @@ def restore_tuner(sweep: SweepDir, trainable: Any, *, callbacks: list, stopper: 
     scheduler = getattr(tune_config, "scheduler", None)
     if hasattr(scheduler, "sweep"):
         scheduler.sweep = str(sweep)  # where the sweep is now
+    _relink_searcher(tune_config.search_alg, sweep)
     return tuner
+
+
+def _relink_searcher(searcher: Any, sweep: SweepDir) -> None:
+    """Point the restored searcher at the sweep as it is now: its directory (it may have
+    moved; the study is reopened there) and, for a searcher pickled by an older hpsearch,
+    the spec it needs to tell trials apart."""
+    from hpsearch.driver.searcher import SweepSearcher
+
+    if not isinstance(searcher, SweepSearcher):
+        return
+    searcher.sweep = str(sweep)
+    if searcher.spec is None:
+        from hpsearch.space import load_space
+
+        searcher.spec = load_space(sweep.space)
 
 
 def reopen_search(sweep: SweepDir) -> bool:
@@ -153,7 +171,7 @@ def replay_asha_rungs(scheduler: Any, history: Iterable[Mapping[str, Any]], spec
     table rebuilds exactly the records the original run had. Returns the number of reports
     replayed.
     """
-    metric, time_attr = spec.objective.metric, spec.scheduler.time_attr
+    metric, time_attr = spec.objective.metric, spec.scheduler.result_key
     # ASHA keeps scores as "higher is better" (it negates for mode min).
     op = -float(spec.objective.sign)
     by_trial: dict[str, list[Mapping[str, Any]]] = {}
@@ -203,21 +221,51 @@ def recorded_end(sweep: SweepDir, trial_id: str) -> dict[str, Any] | None:
 # --- Optuna ---------------------------------------------------------------------------------
 
 
-def fail_orphaned_optuna_trials(storage_url: str, study_name: str) -> int:
-    """Mark trials still ``RUNNING`` in the study as ``FAIL``; returns how many.
+def settle_study(sweep: SweepDir, records: Any) -> dict[int, str]:
+    """Make the study and the trial table agree at the end of a sweep; returns the Optuna
+    trials told here (number -> state name).
 
-    Call it when a sweep has finished: every Tune trial has then told Optuna its result,
-    so a running Optuna trial can only be one asked by a driver that died before its Tune
-    trial was saved. It is replaced by a new suggestion, as a failed trial would be.
+    Call it when the sweep has ended for good (finished, time budget, deadline, all-failed
+    stop, stall), not when it was interrupted: a resume continues those trials. Tune tells
+    the searcher nothing about trials it stops to end the sweep, so each Optuna trial still
+    ``RUNNING`` is told as its row ended (:func:`~hpsearch.driver.searcher.study_outcome`:
+    ``stopped`` with reports is ``PRUNED``, without is ``FAIL``). A trial that was proposed
+    but never started (the sweep ended first) gets a ``stopped`` row, so the trial table
+    lists every trial the study holds. A running trial of an older sweep, without a
+    ``trial_id`` attribute, is ``FAIL`` as before.
     """
     import optuna
 
-    study = optuna.load_study(study_name=study_name, storage=storage_url)
-    orphans = [t for t in study.get_trials(deepcopy=False)
-               if t.state == optuna.trial.TrialState.RUNNING]
-    for trial in orphans:
-        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-    return len(orphans)
+    from hpsearch.driver.searcher import load_sweep_study, study_outcome
+
+    study = load_sweep_study(sweep)
+    if study is None:
+        return {}
+    told: dict[int, str] = {}
+    running = optuna.trial.TrialState.RUNNING
+    for ft in study.get_trials(deepcopy=False):
+        trial_id = ft.user_attrs.get("trial_id")
+        if trial_id is None:
+            if ft.state == running:
+                study.tell(ft.number, state=optuna.trial.TrialState.FAIL)
+                told[ft.number] = "FAIL"
+            continue
+        if trial_id not in records.trials:
+            records.add_without_reports(trial_id, ft.params, optuna_trial=ft.number)
+        else:
+            records.link_optuna(trial_id, ft.number)
+        if ft.state != running:
+            continue
+        row = records.trials[trial_id]
+        status = row.get("status")
+        if status not in st.ENDED:
+            status = st.STOPPED
+        state, value = study_outcome(status, value=row.get("final_value"),
+                                     has_reports=bool(ft.intermediate_values))
+        study._storage.set_trial_user_attr(ft._trial_id, "status", status)
+        study.tell(ft.number, value, state=state, skip_if_finished=True)
+        told[ft.number] = state.name
+    return told
 
 
 # --- placement groups a dead Ray Train controller left behind --------------------------------

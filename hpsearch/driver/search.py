@@ -79,9 +79,15 @@ def define_by_run(spec: Spec) -> _DefineByRun:
 def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
     """The Optuna sampler ``spec.search`` asks for.
 
-    ``tpe`` gives ``TPESampler(seed=..., n_startup_trials=...)``. When some parameters are
-    conditional, ``group=True`` lets the multivariate TPE model each sub-space instead of
-    falling back to independent sampling for them. ``random`` gives ``RandomSampler(seed)``.
+    * ``tpe``: ``TPESampler(seed=..., n_startup_trials=...)``. When some parameters are
+      conditional, ``group=True`` lets the multivariate TPE model each sub-space instead
+      of falling back to independent sampling for them.
+    * ``random``: ``RandomSampler(seed)``.
+    * ``gp``: ``GPSampler(seed=..., n_startup_trials=...)``, random start-up points. It
+      fits only ``COMPLETE`` trials: under ASHA it learns from the trials that ran to
+      ``max_t`` and ignores the stopped ones. Conditional parameters are sampled at random.
+    * ``qmc``: the first ``n_startup_trials`` from a scrambled Sobol sequence, then TPE as
+      for ``tpe`` (:class:`hpsearch.driver.samplers.QMCThenTPE`).
     """
     import optuna
 
@@ -91,15 +97,30 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
     conditional = any(p.when is not None for p in spec.params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if search.algorithm == "gp":
+            return optuna.samplers.GPSampler(
+                seed=search.seed, n_startup_trials=search.n_startup_trials,
+                independent_sampler=optuna.samplers.RandomSampler(seed=search.seed),
+                warn_independent_sampling=False,
+            )
+        if search.algorithm == "qmc":
+            from hpsearch.driver.samplers import QMCThenTPE
+
+            return QMCThenTPE(n_qmc=search.n_startup_trials, seed=search.seed,
+                              group=conditional)
         return optuna.samplers.TPESampler(
             seed=search.seed, n_startup_trials=search.n_startup_trials, group=conditional
         )
 
 
 def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = None,
-                  study_name: str | None = None,
+                  study_name: str | None = None, sweep: str | None = None,
                   may_start: Callable[[], bool] | None = None) -> OptunaSearch:
-    """A Tune ``OptunaSearch`` over :func:`define_by_run` with :func:`make_sampler`.
+    """A Tune searcher over :func:`define_by_run` with :func:`make_sampler`.
+
+    It is a :class:`hpsearch.driver.searcher.SweepSearcher`: an ``OptunaSearch`` that
+    tells the study every report at its ``time_attr`` step and how each trial ended
+    (``COMPLETE``, ``PRUNED`` for a trial ASHA stopped, ``FAIL``).
 
     Args:
         spec: A validated spec; its objective gives ``metric`` and ``mode``.
@@ -107,6 +128,8 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
             ``optuna.storages.JournalStorage(JournalFileBackend(path))``; ``None`` keeps it
             in memory (Tune still pickles it with the experiment).
         study_name: The study's name in ``storage``.
+        sweep: The sweep directory's path: the searcher links each trial in the live
+            trial records, and reopens the study there when the sweep is resumed.
         may_start: Asked before each new trial; ``False`` ends the search (no new trial).
             Must be picklable: Tune saves the searcher with the experiment.
 
@@ -130,6 +153,8 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
         sampler=make_sampler(spec),
         storage=storage,
         study_name=study_name,
+        spec=spec,
+        sweep=sweep,
     )
     searcher.may_start = may_start
     return searcher
@@ -139,7 +164,8 @@ def make_scheduler(spec: Spec, *, sweep: str | None = None) -> ASHAScheduler | F
     """ASHA or FIFO, as ``spec.scheduler`` asks.
 
     ASHA compares trials on ``spec.scheduler.time_attr`` (``epoch`` or ``step``, which
-    trainables report) and on the objective's metric and mode, so do not also pass
+    trainables report, or ``time``: Tune's ``time_total_s``, the trial's own seconds) and
+    on the objective's metric and mode, so do not also pass
     ``metric``/``mode`` to ``TuneConfig`` (Tune rejects it twice). With ``sweep``, the
     trials it stops early are marked in that sweep's live records (so a trial that
     returned on its own before ``max_t`` is not mistaken for one ASHA stopped).
@@ -153,7 +179,7 @@ def make_scheduler(spec: Spec, *, sweep: str | None = None) -> ASHAScheduler | F
         return FIFOScheduler()
     return SweepASHA(
         sweep=sweep,
-        time_attr=s.time_attr,
+        time_attr=s.result_key,
         metric=spec.objective.metric,
         mode=spec.objective.mode,
         max_t=s.max_t,

@@ -72,7 +72,9 @@ def _run_rows(spec: Spec) -> list[tuple[str, str]]:
 
 def _describe_scheduler(spec: Spec) -> str:
     s = spec.scheduler
-    unit = "epochs" if s.time_attr == "epoch" else "steps"
+    unit = s.unit
+    if s.type == "fifo" and s.time_attr == "time":
+        return "FIFO: every trial runs the length its params give"
     if s.type == "fifo":
         return f"FIFO: every trial runs {s.max_t} {unit}"
     rungs = s.rungs()

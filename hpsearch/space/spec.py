@@ -15,7 +15,7 @@ from typing import Any, Iterable, Literal, Mapping, Union
 TRIAL_COLUMNS = (
     "trial_id", "status", "final_value", "best_value", "best_step", "best_epoch", "steps",
     "epochs", "wall_s", "worker_s", "gpu_s", "precision_used", "checkpoint", "error",
-    "started_at", "ended_at",
+    "started_at", "ended_at", "optuna_trial",
 )
 
 
@@ -139,7 +139,14 @@ class Objective:
 
 @dataclass(frozen=True)
 class Search:
-    algorithm: Literal["tpe", "random"] = "tpe"
+    """How Optuna proposes configurations (``docs/space-format.md``, ``search``).
+
+    ``tpe``: TPE after ``n_startup_trials`` random ones. ``random``. ``gp``: Optuna's
+    Gaussian-process sampler after ``n_startup_trials`` random ones. ``qmc``: the first
+    ``n_startup_trials`` from a scrambled Sobol sequence, then TPE.
+    """
+
+    algorithm: Literal["tpe", "random", "gp", "qmc"] = "tpe"
     seed: int | None = 0
     n_startup_trials: int = 10
 
@@ -149,10 +156,28 @@ class Scheduler:
     """Early stopping. ``type: fifo`` runs every trial to ``max_t``."""
 
     type: Literal["asha", "fifo"] = "asha"
-    time_attr: Literal["epoch", "step"] = "epoch"
+    time_attr: Literal["epoch", "step", "time"] = "epoch"
     max_t: int = 10
     grace_period: int = 1
     reduction_factor: int = 3
+
+    @property
+    def result_key(self) -> str:
+        """The report key that holds ``time_attr``: ``epoch``, ``step``, or for ``time``
+        Tune's ``time_total_s`` (the trial's own seconds since it started)."""
+        return "time_total_s" if self.time_attr == "time" else self.time_attr
+
+    @property
+    def unit(self) -> str:
+        """``time_attr``'s unit, plural, for people: epochs, steps or seconds."""
+        return {"epoch": "epochs", "step": "steps", "time": "seconds"}[self.time_attr]
+
+    @property
+    def budget_key(self) -> str | None:
+        """The trial config key that ``max_t`` sets (``epochs`` or ``max_steps``); ``None``
+        for ``time``, where a trial's length comes from its params and ``max_t`` seconds
+        only cap it."""
+        return {"epoch": "epochs", "step": "max_steps"}.get(self.time_attr)
 
     def rungs(self) -> tuple[int, ...]:
         """Milestones at which ASHA compares trials (``grace_period * rf**k < max_t``)."""
@@ -251,8 +276,10 @@ class Spec:
 
     def trial_config(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
         """The full config a trial receives: fixed values, sampled values, and the budget
-        in units of ``scheduler.time_attr`` (``epochs`` or ``max_steps``)."""
+        in units of ``scheduler.time_attr`` (``epochs`` or ``max_steps``; for ``time`` the
+        params give the length)."""
         config = {**self.fixed, **sampled}
-        budget_key = "epochs" if self.scheduler.time_attr == "epoch" else "max_steps"
-        config.setdefault(budget_key, self.scheduler.max_t)
+        budget_key = self.scheduler.budget_key
+        if budget_key is not None:
+            config.setdefault(budget_key, self.scheduler.max_t)
         return config

@@ -6,7 +6,8 @@ A sweep lives in ``<storage>/<name>/``::
     manifest.json     command, versions, git state, host, seeds, times, status
     trials.parquet    one row per trial                (docs/trial-tables.md)
     history.parquet   one row per report per trial
-    optuna.db         the Optuna study (SQLite): optuna.load_study / optuna-dashboard
+    optuna.journal    the Optuna study (Optuna's journal file storage): optuna.load_study /
+                      optuna-dashboard. Sweeps started before it keep optuna.db (SQLite).
     report.html       `hpsearch report`: one self-contained page, figures embedded
     report.md         the same report in Markdown; its figures are in report-images/
     tune/             Ray Tune's experiment state (what `hpsearch resume` restores)
@@ -254,12 +255,19 @@ class SweepDir:
 
     @property
     def optuna(self) -> Path:
+        """The Optuna study: a journal file (``JournalFileBackend``), which suits a local
+        disk and NFS alike (``docs/trial-tables.md``)."""
+        return self.path / "optuna.journal"
+
+    @property
+    def optuna_sqlite(self) -> Path:
+        """Where sweeps started by older hpsearch versions keep their study (SQLite)."""
         return self.path / "optuna.db"
 
     @property
-    def optuna_url(self) -> str:
-        """The study's storage URL, from where the directory is now."""
-        return f"sqlite:///{self.optuna}"
+    def optuna_sqlite_url(self) -> str:
+        """The SQLite study's storage URL, from where the directory is now."""
+        return f"sqlite:///{self.optuna_sqlite}"
 
     @property
     def report_html(self) -> Path:

@@ -88,7 +88,7 @@ def final_status(
     reported = last.get("status")
     if reported in st.FROM_LOOP:
         return reported
-    reached = last.get(spec.scheduler.time_attr)
+    reached = last.get(spec.scheduler.result_key)
     if reached is not None and float(reached) >= spec.scheduler.max_t:
         return st.COMPLETED
     if budget_expired:
@@ -121,6 +121,7 @@ class TrialRecords:
         self.history: list[dict[str, Any]] = []
         self.version = 0
         self._seen_steps: set[tuple[str, Any]] = set()
+        self._optuna: dict[str, int] = {}  # trial_id -> Optuna trial number, before its row
 
     def _ended(self, trial_id: str) -> bool:
         row = self.trials.get(trial_id)
@@ -136,6 +137,8 @@ class TrialRecords:
         row.update({p.name: params.get(p.name) for p in self.spec.params})
         row["status"] = st.RUNNING
         row.setdefault("started_at", time.time())
+        if trial_id in self._optuna:
+            row["optuna_trial"] = self._optuna[trial_id]
 
     def result(self, trial_id: str, result: Mapping[str, Any]) -> None:
         if self._ended(trial_id):
@@ -201,6 +204,30 @@ class TrialRecords:
         if checkpoint and not row.get("checkpoint"):
             row["checkpoint"] = checkpoint
 
+    def link_optuna(self, trial_id: str, number: int) -> None:
+        """The Optuna trial (its number in the study) that proposed this trial."""
+        self._optuna[trial_id] = number
+        row = self.trials.get(trial_id)
+        current = row.get("optuna_trial") if row is not None else None
+        if row is not None and not (isinstance(current, int) and current == number):
+            row["optuna_trial"] = number
+            self.version += 1
+
+    def add_without_reports(self, trial_id: str, params: Mapping[str, Any], *,
+                            optuna_trial: int | None = None) -> None:
+        """A ``stopped`` row for a trial the Optuna study holds and the table never saw:
+        proposed but never started (the sweep ended first), or started under a driver that
+        was killed before the table was written (its reports are in the study only)."""
+        if trial_id in self.trials:
+            return
+        self.version += 1
+        row: dict[str, Any] = {"trial_id": trial_id, "status": st.STOPPED,
+                               "ended_at": time.time()}
+        row.update({p.name: params.get(p.name) for p in self.spec.params})
+        if optuna_trial is not None:
+            row["optuna_trial"] = optuna_trial
+        self.trials[trial_id] = row
+
     def stopped_by_scheduler(self, trial_id: str) -> None:
         """ASHA stopped this trial at a rung (before ``max_t``)."""
         row = self.trials.get(trial_id)
@@ -245,9 +272,18 @@ class TrialRecords:
         return unfinished
 
     def forget_unfinished_except(self, known: set[str]) -> list[str]:
-        """Drop unfinished trials Tune does not know (resume): a driver that died after
-        starting them but before saving Tune's state takes them with it. Returns their ids."""
+        """Settle unfinished trials Tune does not know (resume): a driver that died after
+        starting them but before saving Tune's state took them with it.
+
+        One that reported is kept, ended as ``stopped`` with its reports (the Optuna study
+        holds those reports too, and Optuna cannot forget them). One that never reported is
+        dropped, and a new trial takes its place. Returns the ids dropped.
+        """
         lost = [tid for tid in self.unfinished() if tid not in known]
+        for tid in [t for t in lost if self.trials[t].get("last")]:
+            self.version += 1
+            self.trials[tid].update(status=st.STOPPED, ended_at=time.time())
+        lost = [tid for tid in lost if not self.trials[tid].get("last")]
         if lost:
             self.version += 1
             for tid in lost:

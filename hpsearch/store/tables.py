@@ -43,7 +43,7 @@ def trials_frame(records: TrialRecords):
         df[col] = pd.to_datetime(df[col], unit="s", utc=True)
     for col in ("final_value", "best_value", "wall_s", "worker_s", "gpu_s"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
-    for col in ("best_step", "steps"):
+    for col in ("best_step", "steps", "optuna_trial"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     for col in ("best_epoch", "epochs"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
@@ -102,6 +102,20 @@ def write_parquet_atomic(df, path: Path) -> None:
 def write_tables(records: TrialRecords, sweep: SweepDir) -> None:
     write_parquet_atomic(trials_frame(records), sweep.trials)
     write_parquet_atomic(history_frame(records), sweep.history)
+    _kill_after_writes()
+
+
+# Set only by the fault tests (tests/cli/test_study_fidelity.py): SIGKILL the driver right
+# after its N-th complete write of both tables, a moment when the tables hold every report.
+_KILL_AFTER_WRITES = int(os.environ.get("HPSEARCH_TEST_KILL_AFTER_TABLE_WRITES", "0") or 0)
+_writes = [0]
+
+
+def _kill_after_writes() -> None:
+    if _KILL_AFTER_WRITES:
+        _writes[0] += 1
+        if _writes[0] >= _KILL_AFTER_WRITES:
+            os.kill(os.getpid(), 9)
 
 
 # --- reading -----------------------------------------------------------------------------

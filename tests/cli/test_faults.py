@@ -11,10 +11,11 @@ import textwrap
 import time
 from pathlib import Path
 
-import optuna
 import pytest
 
 import hpsearch
+
+from .study_check import assert_study_matches_tables
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -66,7 +67,9 @@ def resume_and_check(tmp_path: Path, sweep: Path, finished_before, leftover_ray)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     trials = hpsearch.read_trials(sweep).set_index("trial_id")
     assert len(trials) == 6 and trials.index.is_unique
-    assert set(trials.status) <= {"completed", "stopped_by_asha"}
+    # `stopped`: running under the killed driver after Tune's last state save; kept with
+    # its reports (the Optuna study has them too), not rerun
+    assert set(trials.status) <= {"completed", "stopped_by_asha", "stopped"}
     if finished_before is not None:
         for tid, row in finished_before.iterrows():  # ended before the kill: unchanged
             assert trials.loc[tid, "status"] == row.status
@@ -75,11 +78,8 @@ def resume_and_check(tmp_path: Path, sweep: Path, finished_before, leftover_ray)
     assert not history.duplicated(["trial_id", "step"]).any()
     for _, steps in history.groupby("trial_id").step:
         assert steps.is_monotonic_increasing
-    study = optuna.load_study(study_name="faults", storage=f"sqlite:///{sweep / 'optuna.db'}")
-    states = [t.state for t in study.trials]
-    assert optuna.trial.TrialState.RUNNING not in states
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(complete) == 6  # each Tune trial told Optuna exactly once
+    # each Tune trial told Optuna exactly once, as its row ended; no phantom trial
+    assert_study_matches_tables(sweep, "faults", history_may_lag=True)
     assert not leftover_ray(), "resume left Ray processes behind"
 
 

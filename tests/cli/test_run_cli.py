@@ -16,6 +16,8 @@ import pytest
 
 import hpsearch
 
+from .study_check import assert_study_matches_tables
+
 REPO = Path(__file__).parents[2]
 QUICKSTART = str(REPO / "search_spaces" / "quickstart.yaml")
 
@@ -63,9 +65,7 @@ def test_quickstart_sweep_from_the_command_line(tmp_path, no_ray_running):
     assert "sweep quickstart: finished" in out
     assert "rerun it:  hpsearch trial" in out and "--set lr=" in out
     assert "Configuration for experiment" not in out  # Ray's own tables stay out by default
-    study = optuna.load_study(study_name="quickstart",
-                              storage=f"sqlite:///{sweep / 'optuna.db'}")
-    assert len(study.trials) == 5
+    assert len(assert_study_matches_tables(sweep, "quickstart").trials) == 5
 
     # The same name again is refused, pointing at resume.
     again = hpsearch_cmd("run", QUICKSTART, cwd=tmp_path, timeout=120)
@@ -143,7 +143,7 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
     assert not history.duplicated(["trial_id", "step"]).any()
     for _, steps in history.groupby("trial_id").step:
         assert steps.is_monotonic_increasing
-    study = optuna.load_study(study_name="slow", storage=f"sqlite:///{sweep / 'optuna.db'}")
+    study = assert_study_matches_tables(sweep, "slow")
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(complete) == 6
 

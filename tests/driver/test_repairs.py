@@ -11,8 +11,8 @@ import optuna
 import pytest
 
 from hpsearch.driver.repairs import (
-    fail_orphaned_optuna_trials,
     replay_asha_rungs,
+    settle_study,
     stop_orphaned_local_ray,
 )
 from hpsearch.driver.search import make_scheduler
@@ -89,14 +89,19 @@ def test_without_replay_asha_would_decide_differently():
     assert empty != expected  # so the replay test above is not vacuous
 
 
-def test_orphaned_running_optuna_trials_are_failed(tmp_path):
-    url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    study = optuna.create_study(study_name="s", storage=url)
+def test_an_older_sweeps_sqlite_study_has_its_orphaned_trials_failed(tmp_path):
+    from hpsearch.store.layout import SweepDir
+    from hpsearch.store.records import TrialRecords
+
+    sweep = SweepDir.of(tmp_path / "old")
+    sweep.path.mkdir()
+    study = optuna.create_study(study_name="old", storage=sweep.optuna_sqlite_url)
     done = study.ask()
     study.tell(done, 1.0)
-    study.ask()  # asked by a driver that then died
-    assert fail_orphaned_optuna_trials(url, "s") == 1
-    states = [t.state for t in optuna.load_study(study_name="s", storage=url).trials]
+    study.ask()  # asked by a driver that then died, before trials carried a trial_id
+    assert settle_study(sweep, TrialRecords(make_spec("min"))) == {1: "FAIL"}
+    states = [t.state for t in optuna.load_study(study_name="old",
+                                                 storage=sweep.optuna_sqlite_url).trials]
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL]
 
 

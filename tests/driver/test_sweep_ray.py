@@ -76,11 +76,22 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
         assert (row.epochs < 3) == stopped_early
     assert not history.duplicated(["trial_id", "step"]).any()
 
-    # Every trial is in the Optuna study, with the value the table holds.
-    study = optuna.load_study(study_name="ddp", storage=SweepDir(sweep_dir).optuna_url)
+    # Every trial is in the Optuna study, linked by trial_id, COMPLETE with the table's
+    # final value when it completed, PRUNED with its curve when ASHA stopped it.
+    from hpsearch.driver.searcher import load_sweep_study
+
+    study = load_sweep_study(SweepDir(sweep_dir))
     assert len(study.trials) == 6
-    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
-    assert sorted(t.value for t in study.trials) == pytest.approx(sorted(trials.final_value))
+    by_id = {t.user_attrs["trial_id"]: t for t in study.trials}
+    for row in trials.itertuples():
+        trial = by_id[row.trial_id]
+        assert trial.number == row.optuna_trial
+        if row.status == "completed":
+            assert trial.state == optuna.trial.TrialState.COMPLETE
+            assert trial.value == pytest.approx(row.final_value)
+        else:
+            assert trial.state == optuna.trial.TrialState.PRUNED
+        assert max(trial.intermediate_values) == int(row.epochs)
 
     # A stopped trial frees its workers: no placement group is left holding resources
     # (removal is asynchronous, so allow the cleaner a few seconds).

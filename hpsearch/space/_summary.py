@@ -43,10 +43,12 @@ def summarize(spec: Spec) -> str:
 def _run_rows(spec: Spec) -> list[tuple[str, str]]:
     search = spec.search
     seed = "a random seed" if search.seed is None else f"seed {search.seed}"
-    if search.algorithm == "tpe":
-        algo = f"Optuna TPE, {seed}, first {search.n_startup_trials} trials random"
-    else:
-        algo = f"random sampling, {seed}"
+    n = search.n_startup_trials
+    algo = {
+        "tpe": f"Optuna TPE, {seed}, first {n} trials random",
+        "gp": f"Optuna Gaussian process, {seed}, first {n} trials random",
+        "qmc": f"Optuna TPE, {seed}, first {n} trials from a Sobol sequence",
+    }.get(search.algorithm, f"random sampling, {seed}")
     rows = [("search", algo), ("scheduler", _describe_scheduler(spec))]
     trials = spec.trials
     if trials.max_concurrent == "auto":

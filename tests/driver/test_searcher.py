@@ -299,3 +299,35 @@ def test_the_asha_scheduler_counts_seconds_with_time_attr_time():
     scheduler = make_scheduler(make_spec(time_attr="time", max_t=90))
     assert scheduler._time_attr == "time_total_s" and scheduler._max_t == 90
     assert sorted(r[0] for r in scheduler._brackets[0]._rungs)[:2] == [10, 30]
+
+
+# --- samplers ------------------------------------------------------------------------------
+
+
+def test_gp_and_qmc_samplers_are_what_the_space_asks_for():
+    from hpsearch.driver.samplers import QMCThenTPE
+    from hpsearch.driver.search import make_sampler
+
+    gp = make_sampler(make_spec(algorithm="gp"))
+    assert isinstance(gp, optuna.samplers.GPSampler)
+    qmc = make_sampler(make_spec(algorithm="qmc"))
+    assert isinstance(qmc, QMCThenTPE) and qmc._n_qmc == 2
+
+
+def test_qmc_then_tpe_takes_sobol_points_first_then_tpe():
+    from hpsearch.driver.samplers import QMCThenTPE
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        y = trial.suggest_int("y", 0, 8)
+        return (x - 0.3) ** 2 + (y - 2) ** 2 / 64
+
+    ours = optuna.create_study(sampler=QMCThenTPE(n_qmc=6, seed=1))
+    ours.optimize(objective, n_trials=12)
+    sobol = optuna.create_study(sampler=optuna.samplers.QMCSampler(
+        qmc_type="sobol", scramble=True, seed=1, warn_independent_sampling=False))
+    sobol.optimize(objective, n_trials=6)
+    assert [t.params for t in ours.trials[:6]] == [t.params for t in sobol.trials]
+    tpe = ours.sampler
+    assert not tpe.uses_qmc(ours, ours.trials[7])
+    assert pickle.loads(pickle.dumps(tpe))._n_qmc == 6

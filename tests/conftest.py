@@ -4,22 +4,34 @@ Ray Train's placement-group cleaner)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
+import uuid
 
 import pytest
 
 
+# Every process this test session starts, and every process those start (Ray's daemons
+# included), inherits this variable: it tells our Ray processes from anyone else's on a
+# shared machine.
+_SESSION_MARK = f"HPSEARCH_TEST_SESSION={uuid.uuid4().hex}"
+os.environ["HPSEARCH_TEST_SESSION"] = _SESSION_MARK.split("=", 1)[1]
+
+
+def _ours(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return _SESSION_MARK.encode() in f.read().split(b"\0")
+    except OSError:  # gone, or not readable: not ours
+        return False
+
+
 def ray_processes() -> list[str]:
-    """Ray daemons of this machine (raylet, GCS, dashboard) not running before the tests."""
+    """Ray daemons (raylet, GCS, dashboard, workers) this test session started."""
     out = subprocess.run(["pgrep", "-af", "raylet|gcs_server|ray::|dashboard.py"],
                          capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines()
-            if "pgrep" not in ln and ln.split()[0] not in _BEFORE_TESTS]
-
-
-_BEFORE_TESTS: set[str] = set()
-_BEFORE_TESTS.update(ln.split()[0] for ln in ray_processes())
+    return [ln for ln in out.splitlines() if "pgrep" not in ln and _ours(ln.split()[0])]
 
 
 @pytest.fixture(scope="module")

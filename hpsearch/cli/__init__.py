@@ -25,6 +25,7 @@ COMMANDS = {
     "trial": "hpsearch.cli.trial:trial",
     "ls": "hpsearch.cli.ls:ls",
     "report": "hpsearch.cli.report:report",
+    "submit": "hpsearch.cli.submit:submit",
 }
 
 

@@ -12,15 +12,23 @@ from hpsearch.cli._common import handle_errors
                                 "else ./runs).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the same as a JSON list, one object per sweep.")
+@click.option("--address", help="Instead: the sweeps running on this Ray cluster now, and "
+                                "their shares of it (auto: the cluster on this machine).")
 @handle_errors
-def ls(storage, as_json):
+def ls(storage, as_json, address):
     """List sweeps, newest first: status, trials ended/planned, best value and its
-    configuration, worker-hours, start and end times (local time)."""
+    configuration, worker-hours, start and end times (local time).
+
+    With --address, list the sweeps running on that cluster: their trial slots (share),
+    running trials and demand."""
     import json
 
     from hpsearch.store.layout import default_storage
     from hpsearch.store.listing import list_sweeps
 
+    if address:
+        _running(address, as_json)
+        return
     storage = default_storage(storage)
     rows = list_sweeps(storage)
     if as_json:
@@ -66,3 +74,33 @@ def _local(iso: str | None) -> str:
         return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
     except ValueError:
         return iso
+
+
+def _running(address: str, as_json: bool) -> None:
+    import json
+
+    from hpsearch.driver.connect import connect
+    from hpsearch.driver.ledger import ledger_table
+    from hpsearch.store.summary import printable
+
+    conn = connect(address)
+    try:
+        rows = ledger_table() or []
+        total = conn.resources
+    finally:
+        conn.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no sweeps running on {address}")
+        return
+    click.echo(f"cluster: {total.get('CPU', 0):g} CPU, {total.get('GPU', 0):g} GPU")
+    table = [("NAME", "SHARE", "RUNNING", "WANTS", "EACH TRIAL", "WEIGHT", "SEEN")]
+    for r in rows:
+        demand = ", ".join(f"{v:g} {k}" for k, v in r["demand"].items() if v)
+        table.append((printable(r["name"]), str(r["share"]), str(r["running"]), str(r["want"]),
+                      demand, f"{r['weight']:g}", f"{r['seen_s_ago']:g} s ago"))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())

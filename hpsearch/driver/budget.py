@@ -9,6 +9,9 @@ Tune is told to sample without end (``num_samples=-1``); the searcher asks
   start a replacement and run more trials than planned. A resume can raise the number.
 * **deadline**: no trial starts that could not reach its first ASHA rung (the whole trial
   under FIFO) before the deadline, judged from this sweep's own measured times.
+* **share**: on a cluster other sweeps use too, no more trials at once than this sweep's
+  share (:mod:`hpsearch.driver.ledger`). This one only delays a trial; the others end
+  the search.
 
 The time budget and the deadline also end running trials: Tune's ``time_budget_s`` is the
 earlier of the two.
@@ -54,29 +57,72 @@ class StartLimits:
         refused_for_deadline: A trial was not started because of the deadline.
     """
 
-    def __init__(self, records: Any, spec: Spec, *, deadline_at: float | None = None):
+    def __init__(self, records: Any, spec: Spec, *, deadline_at: float | None = None,
+                 slots: int | None = None, ledger: Any = None):
         self.records = records
         self.spec = spec
         self.num = spec.trials.num
         self.deadline_at = deadline_at
+        self.slots = slots or spec.trials.num
+        self.ledger = ledger
         self.refused_for_deadline = False
+        self.waiting_for_share = False
+        self.admitted = 0  # trials allowed since Tune last told us what it holds
+        if ledger is not None:
+            ledger.update(0, want=self.want(), force=True)  # registered before any trial
 
-    def may_start(self) -> bool:
+    def note_tune(self) -> None:
+        """Tune has just told :mod:`live` what it holds: the admitted trials are in it."""
+        self.admitted = 0
+
+    def active(self) -> int:
+        """This sweep's trials Tune holds and has not ended, and those admitted since (Tune
+        may ask for several trials within one step)."""
+        return live.active_trials() + self.admitted
+
+    def want(self) -> int:
+        """The most trials this sweep could run at once now."""
+        known = set(self.records.trials) | live.tune_trials()
+        return max(0, min(self.slots, self.num - len(known) + self.active()))
+
+    def share(self, *, fresh: bool = False) -> int:
+        """Trials this sweep may run at once now (its planned slots when alone)."""
+        if self.ledger is None:
+            return self.slots
+        return self.ledger.update(self.active(), want=self.want(), fresh=fresh)
+
+    def may_start(self) -> bool | None:
+        """``True``: start a trial. ``False``: start no more (the search ends). ``None``:
+        not now, the sweep is at its share of a shared cluster."""
         known = set(self.records.trials) | live.tune_trials()
         if len(known) >= self.num:
             return False
-        if self.deadline_at is None:
-            return True
-        left = self.deadline_at - time.time()
-        needed = first_milestone_seconds(self.records.history, self.spec)
-        if left <= 0 or (needed is not None and needed > left):
-            self.refused_for_deadline = True
-            return False
+        if self.deadline_at is not None:
+            left = self.deadline_at - time.time()
+            needed = first_milestone_seconds(self.records.history, self.spec)
+            if left <= 0 or (needed is not None and needed > left):
+                self.refused_for_deadline = True
+                return False
+        self.waiting_for_share = self.active() >= self.share(fresh=True)
+        if self.waiting_for_share:
+            return None
+        self.admitted += 1
         return True
 
+    def heartbeat(self) -> None:
+        """Keep the sweep's claim alive and its share current (called every step)."""
+        if self.ledger is not None:
+            self.share()
+            self.waiting_for_share = self.active() >= self.ledger.share and self.want() > 0
 
-def may_start_trial(sweep: str, num: int | None = None) -> bool:
-    """Whether the sweep may start another trial: the searcher's ``may_start`` hook.
+    def close(self) -> None:
+        if self.ledger is not None:
+            self.ledger.close()
+
+
+def may_start_trial(sweep: str, num: int | None = None) -> bool | None:
+    """Whether the sweep may start another trial: the searcher's ``may_start`` hook
+    (``None``: not now; see :meth:`StartLimits.may_start`).
 
     ``num`` is used only outside a live driver's limits (kept for states pickled before
     the limits existed)."""

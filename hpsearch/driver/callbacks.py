@@ -67,7 +67,12 @@ class TablesCallback(Callback):
 
     def on_step_begin(self, iteration, trials, **info):
         ids = {t.trial_id for t in trials}
-        live.note_tune_trials(self.sweep, ids)
+        live.note_tune_trials(self.sweep, ids, active=sum(
+            t.status in ("PENDING", "RUNNING", "PAUSED") for t in trials))
+        limits = live.limits()
+        if limits is not None:
+            limits.note_tune()
+            limits.heartbeat()
         if not self.reconciled:  # first step of a (resumed) run: Tune's trials are known
             self.reconciled = True
             self.records.forget_unfinished_except(ids)

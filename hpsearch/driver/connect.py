@@ -132,10 +132,30 @@ def connect(address: str | None = None, *, verbose: bool = False,
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        last = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise ClusterError(
-            f"cannot reach the Ray cluster at {address!r}: {last}. "
-            "Start it with `ray up cluster.yaml` (or `ray start --head`), check the address, "
-            "or leave out --address / RAY_ADDRESS to run on a local Ray instance."
-        ) from None
+        raise ClusterError(explain_connection_error(address, exc)) from None
     return Connection(address, dict(ray.cluster_resources()), started_local=False)
+
+
+_AUTH_SIGNS = ("InvalidAuthToken", "UNAUTHENTICATED", "Unauthenticated", "auth token",
+               "authentication token", "401", "403", "Unauthorized", "Forbidden")
+
+
+def explain_connection_error(address: str, exc: BaseException, *, jobs_api: bool = False) -> str:
+    """One line for a failed connection, saying what to do. A token problem (the cluster
+    uses token authentication and this client sends none, or the wrong one) reads like an
+    unreachable cluster in Ray's own message; it is named here."""
+    text = str(exc).strip()
+    last = text.splitlines()[-1] if text else type(exc).__name__
+    if any(sign in text for sign in _AUTH_SIGNS):
+        if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+            return (f"the Ray cluster at {address!r} requires token authentication and this "
+                    "client sends no token: `export RAY_AUTH_MODE=token` and put the "
+                    "cluster's token in ~/.ray/auth_token (or RAY_AUTH_TOKEN); see "
+                    "docs/cluster.md, Token authentication")
+        return (f"the Ray cluster at {address!r} refused this client's token ({last}): copy "
+                "the cluster's token from the head node's ~/.ray/auth_token; see "
+                "docs/cluster.md, Token authentication")
+    what = "Ray Jobs API" if jobs_api else "Ray cluster"
+    return (f"cannot reach the {what} at {address!r}: {last}. Start it with `ray up "
+            "cluster.yaml` (or `ray start --head`), check the address, or leave out "
+            "--address / RAY_ADDRESS to run on a local Ray instance.")

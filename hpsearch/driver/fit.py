@@ -65,7 +65,8 @@ class SweepRun:
     """Per-run objects shared by a new sweep and a resumed one."""
 
     def __init__(self, spec: Spec, sweep: SweepDir, runner: Runner, *, verbose: bool, stream,
-                 records: TrialRecords | None = None, deadline_at: float | None = None):
+                 records: TrialRecords | None = None, deadline_at: float | None = None,
+                 slots: int | None = None, share: bool = True):
         from hpsearch.driver import live
         from hpsearch.driver.budget import StartLimits
         from hpsearch.driver.callbacks import (
@@ -86,7 +87,8 @@ class SweepRun:
         self.watch = StallWatch(self.records, self.progress.log)
         live.register_watch(sweep, self.watch)
         self.janitor = Janitor()
-        self.limits = StartLimits(self.records, spec, deadline_at=deadline_at)
+        self.limits = StartLimits(self.records, spec, deadline_at=deadline_at, slots=slots,
+                                  ledger=_ledger_client(spec, sweep, slots) if share else None)
         live.register_limits(sweep, self.limits)
         self.started = time.time()
         self.verbose = verbose
@@ -108,6 +110,21 @@ class SweepRun:
     def callbacks(self) -> list:
         # Tables first: progress reads the records the tables callback has just updated.
         return [self.tables, self.progress, self.watch, self.janitor]
+
+
+def _ledger_client(spec: Spec, sweep: SweepDir, slots: int | None) -> Any:
+    """This run's claim on the cluster (:mod:`hpsearch.driver.ledger`)."""
+    import uuid
+
+    from hpsearch.driver.ledger import LedgerClient, SweepClaim
+
+    from hpsearch.driver.ledger import EXPIRE_S
+
+    return LedgerClient(SweepClaim(
+        sweep_id=f"{sweep}#{uuid.uuid4().hex[:8]}", name=sweep.name,
+        demand=spec.resources.per_trial(), want=slots or spec.trials.num,
+        weight=spec.resources.share, registered=time.time(),
+        expire_s=float(os.environ.get("HPSEARCH_LEDGER_EXPIRE_S", EXPIRE_S))))
 
 
 def new_tuner(run: SweepRun, plan: Plan) -> Any:
@@ -137,7 +154,7 @@ def new_tuner(run: SweepRun, plan: Plan) -> Any:
             reuse_actors=runner.reuse_actors,
         ),
         run_config=tune.RunConfig(
-            name=sweep.tune.name,
+            name=SweepDir.new_tune_name(),
             storage_path=os.fspath(sweep.path),
             callbacks=run.callbacks,
             stop=run.stopper,
@@ -166,6 +183,7 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
         status = "interrupted"
     finally:
         run.progress.close()
+        run.limits.close()  # the share goes back to the other sweeps at once
     if sentinel.fired:
         status = "interrupted"
     else:  # the time budget or the all-failed stop ended the sweep around these trials

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["limits", "note_tune_trials", "records", "register", "register_limits",
+__all__ = ["active_trials", "limits", "note_tune_trials", "records", "register", "register_limits",
            "register_watch", "tune_trials", "watch"]
 
-_STATE: dict[str, Any] = {"records": None, "tune_trials": set(), "watch": None, "limits": None}
+_STATE: dict[str, Any] = {"records": None, "tune_trials": set(), "active": 0, "watch": None,
+                          "limits": None}
 
 
 def register(sweep: Any, records: Any) -> None:
     """Make ``records`` the live records of the sweep this driver runs."""
     if _STATE["records"] is not records:
-        _STATE.update(records=records, tune_trials=set(), watch=None, limits=None)
+        _STATE.update(records=records, tune_trials=set(), active=0, watch=None, limits=None)
 
 
 def records(sweep: Any = None) -> Any:
@@ -31,9 +32,15 @@ def records(sweep: Any = None) -> Any:
     return _STATE["records"]
 
 
-def note_tune_trials(sweep: Any, trial_ids: set[str]) -> None:
-    """The trials Tune holds now (set at each step of the experiment)."""
+def note_tune_trials(sweep: Any, trial_ids: set[str], active: int = 0) -> None:
+    """The trials Tune holds now, and how many of them have not ended (set at each step of
+    the experiment)."""
     _STATE["tune_trials"] = set(trial_ids)
+    _STATE["active"] = active
+
+
+def active_trials(sweep: Any = None) -> int:
+    return _STATE["active"]
 
 
 def tune_trials(sweep: Any = None) -> set[str]:

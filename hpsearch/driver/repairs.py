@@ -17,6 +17,8 @@ relies on. What hpsearch puts back, and where it reaches into Ray's internals to
                               has (no phantom trials)
 :func:`reap_orphan_placement_groups`  placement groups a dead Ray Train controller left
                               holding resources (private: the GCS placement-group table)
+:func:`release_idle_actors`   actors Tune keeps for reuse while the sweep waits for its
+                              share of a shared cluster (private: ``TuneController``)
 :func:`running_local_cluster`  whether Ray's record of a ``ray start`` cluster is live
                               (private: ``ray._private.utils``)
 :func:`local_ray_processes`,  a killed driver's orphaned local Ray instance
@@ -44,7 +46,7 @@ from hpsearch.store.manifest import last_run
 
 __all__ = ["TESTED_RAY", "local_ray_processes", "reap_orphan_placement_groups",
            "recorded_end", "reopen_search", "replay_asha_rungs", "restore_tuner",
-           "running_local_cluster", "restored_scheduler", "settle_study",
+           "release_idle_actors", "running_local_cluster", "restored_scheduler", "settle_study",
            "stop_orphaned_local_ray"]
 
 #: Ray versions (major.minor) whose internals the repairs below were tested against.
@@ -307,6 +309,20 @@ def reap_orphan_placement_groups() -> list[str]:
             remove_placement_group(PlacementGroup(ray.PlacementGroupID(group.placement_group_id)))
             removed.append(group.placement_group_id.hex())
     return removed
+
+
+# --- idle reused actors on a shared cluster ---------------------------------------------------
+
+
+def release_idle_actors(tune_controller: Any) -> None:
+    """Stop the actors Tune keeps for reuse (``reuse_actors``) that no trial uses now.
+
+    Tune keeps one such actor even when no trial is coming; on a shared cluster it would
+    hold its resources from the other sweeps while this one waits for its share.
+    (private: ``TuneController._cleanup_cached_actors``)
+    """
+    _internal(tune_controller, "_cleanup_cached_actors",
+              what="giving a shared cluster's slots back")(force_all=True)
 
 
 # --- a `ray start` cluster on this machine ------------------------------------------------------

@@ -170,13 +170,11 @@ def make_scheduler(spec: Spec, *, sweep: str | None = None) -> ASHAScheduler | F
     trials it stops early are marked in that sweep's live records (so a trial that
     returned on its own before ``max_t`` is not mistaken for one ASHA stopped).
     """
-    from ray.tune.schedulers import FIFOScheduler
-
-    from hpsearch.driver.scheduler import SweepASHA
+    from hpsearch.driver.scheduler import SweepASHA, SweepFIFO
 
     s = spec.scheduler
     if s.type == "fifo":
-        return FIFOScheduler()
+        return SweepFIFO(sweep=sweep)
     return SweepASHA(
         sweep=sweep,
         time_attr=s.result_key,

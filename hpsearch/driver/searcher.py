@@ -148,7 +148,7 @@ class SweepSearcher(OptunaSearch):
     """
 
     #: Asked before each new trial; ``False`` ends the search.
-    may_start: Callable[[], bool] | None = None
+    may_start: Callable[[], bool | None] | None = None
     spec: Spec | None = None
     sweep: str | None = None
     _links: dict[str, int] | None = None  # Tune trial id -> Optuna trial number
@@ -195,7 +195,10 @@ class SweepSearcher(OptunaSearch):
     # --- suggest ------------------------------------------------------------------------
 
     def suggest(self, trial_id: str):  # noqa: ANN201
-        if self.may_start is not None and not self.may_start():
+        verdict = self.may_start() if self.may_start is not None else True
+        if verdict is None:  # not now: at its share of a shared cluster
+            return None
+        if not verdict:
             return OptunaSearch.FINISHED
         self._init_state()
         adopted_from = None

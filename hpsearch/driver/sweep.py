@@ -109,7 +109,7 @@ def run_sweep(
         _record_driver(manifest, conn)
         write_manifest(sweep, manifest)
         run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream,
-                       deadline_at=deadline_at)
+                       deadline_at=deadline_at, slots=plan.slots)
         return fit(new_tuner(run, plan), run, plan, manifest)
     finally:
         if conn.started_local:
@@ -320,7 +320,7 @@ def resume_sweep(
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent)
         require_cuda_on_gpu_nodes(spec)
         run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream, records=records,
-                       deadline_at=deadline_at)
+                       deadline_at=deadline_at, slots=plan.slots)
         tuner = restore_tuner(sweep, runner.trainable(sweep), callbacks=run.callbacks,
                               stopper=run.stopper, max_concurrent=plan.slots,
                               time_budget_s=run.time_budget_s)

@@ -252,12 +252,13 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
     section = report.section(raw, "resources", example=_EXAMPLES["resources"])
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path,
-                               ("workers", "use_gpu", "cpus_per_worker", "gpus_per_worker"))
+    report.reject_unknown_keys(section, path, ("workers", "use_gpu", "cpus_per_worker",
+                                               "gpus_per_worker", "share"))
     workers = report.integer(section, path, "workers", default=1, minimum=1, maximum=100_000)
     use_gpu = report.flag(section, path, "use_gpu", default=False)
     cpus = report.number(section, path, "cpus_per_worker", default=1, above=0)
     gpus = report.number(section, path, "gpus_per_worker", default=None, minimum=0)
+    share = report.number(section, path, "share", default=1.0, above=0)
     if is_number(cpus) and cpus > 1 and cpus != int(cpus):
         cpus = report.add(path + ("cpus_per_worker",), "range", "must be a whole number when "
                           f"above 1; Ray splits only single CPUs (got {show(cpus)})")
@@ -272,12 +273,12 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
         gpus = report.add(path + ("gpus_per_worker",), "conflict",
                           "must be > 0 with `use_gpu: true` (got 0); set use_gpu: false to "
                           "train on CPUs")
-    if not ok(workers, use_gpu, cpus, gpus):
+    if not ok(workers, use_gpu, cpus, gpus, share):
         return BAD
     if gpus is None:
         gpus = 1 if use_gpu else 0
     return Resources(workers=workers, use_gpu=use_gpu, cpus_per_worker=cpus,
-                     gpus_per_worker=gpus)
+                     gpus_per_worker=gpus, share=float(share))
 
 
 def _read_budget(raw: Mapping, report: Report) -> Any:
@@ -313,8 +314,8 @@ def _read_time_budget(value: Any, path: tuple, report: Report) -> Any:
 
 
 def _read_deadline(value: Any, path: tuple, report: Report) -> Any:
-    """The deadline as written; it must parse and lie ahead now (it is resolved again
-    when the sweep starts)."""
+    """The deadline as written; it must parse. Whether it lies ahead is checked when a
+    sweep starts with it (a sweep's stored space keeps a deadline that has passed)."""
     if value is None:
         return None
     if value is REJECTED:
@@ -325,10 +326,13 @@ def _read_deadline(value: Any, path: tuple, report: Report) -> Any:
         return report.add(path + ("deadline",), "type", "expected a time such as '07:00' or "
                           f"'2026-12-01T07:00' {got(value)}")
     try:
-        parse_deadline(value)
+        parse_deadline(value, now=_EPOCH)
     except ValueError as exc:
         return report.add(path + ("deadline",), "format", str(exc))
     return value
+
+
+_EPOCH = datetime.datetime(1970, 1, 2, tzinfo=datetime.timezone.utc)
 
 
 def _read_storage(raw: Mapping, report: Report) -> Any:

@@ -10,7 +10,7 @@ A sweep lives in ``<storage>/<name>/``::
                       optuna-dashboard. Sweeps started before it keep optuna.db (SQLite).
     report.html       `hpsearch report`: one self-contained page, figures embedded
     report.md         the same report in Markdown; its figures are in report-images/
-    tune/             Ray Tune's experiment state (what `hpsearch resume` restores)
+    tune-<id>/        Ray Tune's experiment state (what `hpsearch resume` restores)
     checkpoints/      one-worker trials' checkpoints: <trial_id>/checkpoint_<step>
     train/            Ray Train runs of multi-worker trials: train-<trial_id>/checkpoint_*
 
@@ -286,7 +286,22 @@ class SweepDir:
 
     @property
     def tune(self) -> Path:
-        return self.path / "tune"
+        """Ray Tune's experiment directory (what ``hpsearch resume`` restores).
+
+        Its name is unique per sweep, ``tune-<8 hex digits>`` (:meth:`new_tune_name`): Ray
+        stages an experiment's files under its name and the second it started, so two
+        sweeps that both called it ``tune`` and started in the same second shared one
+        staging folder and mixed their state. Sweeps from before keep ``tune``.
+        """
+        found = sorted(p for p in self.path.glob("tune-*") if p.is_dir())
+        return found[0] if found else self.path / "tune"
+
+    @staticmethod
+    def new_tune_name() -> str:
+        """A fresh name for a new sweep's Tune experiment."""
+        import uuid
+
+        return f"tune-{uuid.uuid4().hex[:8]}"
 
     @property
     def checkpoints(self) -> Path:

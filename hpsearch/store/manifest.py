@@ -41,12 +41,22 @@ def _version(dist: str) -> str | None:
 
 
 def git_state(cwd: str | Path = ".") -> dict[str, Any] | None:
-    """Commit and dirty flag of the git work tree at ``cwd``, or ``None`` outside one."""
+    """Commit and dirty flag of the git work tree at ``cwd``, or ``None`` outside one.
+
+    A Ray Job's upload has no ``.git``; ``hpsearch submit`` passes the submitting
+    checkout's state as ``HPSEARCH_GIT_COMMIT`` / ``HPSEARCH_GIT_DIRTY``, used when ``cwd``
+    is not a work tree."""
+    import os
+
+    passed = os.environ.get("HPSEARCH_GIT_COMMIT")
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5
         )
         if commit.returncode != 0:
+            if passed:
+                return {"commit": passed, "dirty": os.environ.get("HPSEARCH_GIT_DIRTY") == "1",
+                        "from": "hpsearch submit"}
             return None
         status = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],

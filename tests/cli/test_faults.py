@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import hpsearch
+from hpsearch.store.layout import SweepDir
 
 from .study_check import assert_study_matches_tables
 
@@ -108,7 +109,7 @@ def test_kill_before_the_first_report_then_resume(tmp_path, no_ray_running, left
     sweep = tmp_path / "runs" / "faults"
     proc = start_run(tmp_path)
     try:
-        wait_until(lambda: any((sweep / "tune").glob("hpsearch_trial_*")))
+        wait_until(lambda: any(SweepDir(sweep).tune.glob("hpsearch_trial_*")))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -152,7 +153,7 @@ def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, no_ra
     sweep = tmp_path / "runs" / "workerkill"
 
     def progress_rows():
-        files = list((sweep / "tune").glob("hpsearch_trial_*/progress.csv"))
+        files = list(SweepDir(sweep).tune.glob("hpsearch_trial_*/progress.csv"))
         if not files:
             return []
         with open(files[0]) as f:

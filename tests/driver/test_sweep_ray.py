@@ -60,7 +60,7 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     assert (trials.worker_s == 2 * trials.wall_s).all()
 
     # The tables agree with Tune's own record of the experiment.
-    analysis = ExperimentAnalysis(str(sweep_dir / "tune"))
+    analysis = ExperimentAnalysis(str(SweepDir(sweep_dir).tune))
     tune_frames = analysis.trial_dataframes
     assert len(tune_frames) == 6
     by_id = {t.trial_id: t for t in analysis.trials}

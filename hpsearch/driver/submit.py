@@ -1,0 +1,115 @@
+"""``hpsearch submit``: a sweep as a Ray Job on the cluster, the way nightly runs need it.
+
+A Ray Job's driver runs on the head node and survives the laptop that submitted it. Three
+things ``ray job submit --working-dir .`` gets wrong for hpsearch are handled here:
+
+* **The installed hpsearch runs, not an uploaded copy.** The working directory is uploaded
+  for the user's own trainables, but without an ``hpsearch/`` package in it, which would
+  come first on the job's ``PYTHONPATH`` and shadow the version installed on the cluster.
+* **The git state is recorded.** The upload has no ``.git``; the commit and dirty flag of
+  the local checkout travel as ``HPSEARCH_GIT_COMMIT`` / ``HPSEARCH_GIT_DIRTY`` and the
+  manifest records them.
+* **A double cron fire runs once.** The submission id is deterministic,
+  ``<sweep name>-<date>``; a second submission of the same id is refused by Ray, and this
+  reports that the job exists instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hpsearch.errors import ClusterError, InvalidArgumentError
+
+__all__ = ["SubmitResult", "job_address", "submission_id", "submit_sweep"]
+
+#: Never uploaded: version control, virtual environments, sweeps, and hpsearch itself.
+EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.pyc", "runs/", "/hpsearch/",
+            "*.egg-info/"]
+
+
+def job_address(address: str | None) -> str:
+    """The Ray Jobs API address: ``--address``, else ``RAY_API_SERVER_ADDRESS`` /
+    ``RAY_ADDRESS``; ``HOST`` or ``HOST:8265`` become ``http://HOST:8265``."""
+    address = address or os.environ.get("RAY_API_SERVER_ADDRESS") or os.environ.get(
+        "RAY_ADDRESS")
+    if not address:
+        raise InvalidArgumentError(
+            "no cluster to submit to: pass --address http://HEAD:8265 or set "
+            "RAY_API_SERVER_ADDRESS (docs/cluster.md)")
+    if "://" not in address:
+        host, _, port = address.partition(":")
+        address = f"http://{host}:{port if port and port != '6379' else '8265'}"
+    return address
+
+
+def submission_id(name: str, now: datetime | None = None) -> str:
+    """``<name>-<YYYY-MM-DD>``: the same sweep submitted twice on one day is one job."""
+    return f"{name}-{(now or datetime.now()).strftime('%Y-%m-%d')}"
+
+
+def submit_sweep(space: str, run_args: list[str], *, name: str, address: str | None,
+                 working_dir: str = ".", sub_id: str | None = None) -> dict[str, Any]:
+    """Submit ``hpsearch run SPACE RUN_ARGS...`` as a Ray Job. Returns ``{"submission_id",
+    "address", "existed", "status", "logs"}``; a job already submitted under the same id
+    is not submitted again.
+
+    Raises:
+        InvalidArgumentError: The space file is not inside the working directory.
+        ClusterError: The Jobs API cannot be reached, or refuses the token.
+    """
+    from hpsearch.store.manifest import git_state
+
+    root = Path(working_dir).resolve()
+    space_path = Path(space).resolve()
+    if root not in space_path.parents:
+        raise InvalidArgumentError(
+            f"{space} is not inside the working directory {root}, which is what the job "
+            "receives; run `hpsearch submit` from the directory that holds it")
+    address = job_address(address)
+    sub_id = sub_id or submission_id(name)
+    git = git_state(root) or {}
+    env = {"HPSEARCH_GIT_COMMIT": git.get("commit") or "",
+           "HPSEARCH_GIT_DIRTY": "1" if git.get("dirty") else "0"}
+    entrypoint = shlex.join(["hpsearch", "run", str(space_path.relative_to(root)), *run_args])
+    client = _client(address)
+    existing = _status(client, sub_id)
+    if existing is None:
+        try:
+            client.submit_job(entrypoint=entrypoint, submission_id=sub_id,
+                              runtime_env={"working_dir": str(root), "excludes": EXCLUDES,
+                                           "env_vars": env})
+        except RuntimeError as exc:
+            if "already exists" not in str(exc):
+                raise ClusterError(f"the cluster at {address} refused the job: "
+                                   f"{_last_line(exc)}") from None
+            existing = _status(client, sub_id)
+    logs = f"ray job logs --address {address} --follow {sub_id}"
+    return {"submission_id": sub_id, "address": address, "existed": existing is not None,
+            "status": existing or "PENDING", "logs": logs, "entrypoint": entrypoint}
+
+
+def _client(address: str) -> Any:
+    from ray.job_submission import JobSubmissionClient
+
+    try:
+        return JobSubmissionClient(address)
+    except Exception as exc:  # noqa: BLE001 - connection and auth failures, one line
+        from hpsearch.driver.connect import explain_connection_error
+
+        raise ClusterError(explain_connection_error(address, exc, jobs_api=True)) from None
+
+
+def _status(client: Any, sub_id: str) -> str | None:
+    try:
+        return str(client.get_job_status(sub_id).value)
+    except RuntimeError:  # no such job
+        return None
+
+
+def _last_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__

@@ -1,0 +1,94 @@
+"""A Ray cluster of several nodes on this one machine, as `ray up` would start one: a head
+(`ray start --head`) and worker nodes (`ray start --address`), each with its own declared
+resources. Every node is a `ray start --block` process this test owns and stops (never
+`ray stop`, which would stop anyone's Ray on the machine)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    address: str
+    env: dict[str, str]
+    nodes: list[subprocess.Popen] = field(default_factory=list)
+
+    def kill(self) -> None:
+        """Every node at once, as a power cut would (SIGKILL to each node's processes)."""
+        for node in self.nodes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGKILL)
+        for node in self.nodes:
+            node.wait()
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):
+            if node.poll() is None:
+                node.terminate()  # `ray start --block` stops what it started
+        for node in reversed(self.nodes):
+            try:
+                node.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(node.pid, signal.SIGKILL)
+                node.wait()
+
+
+def _ray_start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
+         "--disable-usage-stats", *args],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_for_nodes(address: str, env: dict[str, str], count: int, timeout: float = 90) -> None:
+    code = ("import ray, sys, time\n"
+            f"ray.init(address={address!r})\n"
+            f"deadline = time.time() + {timeout}\n"
+            f"while sum(n['Alive'] for n in ray.nodes()) < {count} and time.time() < deadline:\n"
+            "    time.sleep(0.5)\n"
+            f"sys.exit(0 if sum(n['Alive'] for n in ray.nodes()) >= {count} else 1)\n")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=timeout + 60)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@contextlib.contextmanager
+def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
+                port: int | None = None) -> Iterator[Cluster]:
+    """``nodes[0]`` are the head's extra `ray start` arguments (``--num-cpus=2``...), the
+    others the worker nodes'. Token auth is off (a test cluster on loopback) and HOME is
+    ``home``, so no token of the user's is read or written."""
+    port = port or free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HOME": str(home)}
+    address = f"127.0.0.1:{port}"
+    cluster = Cluster(address, env)
+    head_args = ["--head", f"--port={port}", f"--include-dashboard={str(dashboard).lower()}"]
+    if dashboard:
+        head_args.append(f"--dashboard-port={free_port()}")
+    try:
+        cluster.nodes.append(_ray_start(head_args + nodes[0], env))
+        _wait_for_nodes(address, env, 1)
+        for extra in nodes[1:]:
+            cluster.nodes.append(_ray_start([f"--address={address}", *extra], env))
+        _wait_for_nodes(address, env, len(nodes))
+        yield cluster
+    finally:
+        cluster.stop()
+        time.sleep(1)

@@ -223,6 +223,15 @@ def recorded_end(sweep: SweepDir, trial_id: str) -> dict[str, Any] | None:
 # --- Optuna ---------------------------------------------------------------------------------
 
 
+def may_start_trial(sweep: str, num: int | None = None) -> bool | None:
+    """Where sweeps started before :mod:`hpsearch.driver.budget` existed look for their
+    searcher's ``may_start`` hook (Tune pickled it by this name); the same decision."""
+    from hpsearch.driver.budget import may_start_trial as decide
+
+    return decide(sweep, num)
+
+
+
 def settle_study(sweep: SweepDir, records: Any) -> dict[int, str]:
     """Make the study and the trial table agree at the end of a sweep; returns the Optuna
     trials told here (number -> state name).

@@ -151,3 +151,15 @@ def test_a_reused_pid_is_never_killed():
         assert other.poll() is None
     finally:
         other.kill()
+
+
+def test_a_searcher_pickled_before_driver_budget_existed_finds_its_may_start_hook():
+    # Sweeps started before hpsearch.driver.budget (optuna.db sweeps among them) pickled
+    # functools.partial(hpsearch.driver.repairs.may_start_trial, sweep, num).
+    import functools
+    import pickle
+
+    from hpsearch.driver import repairs
+
+    hook = pickle.loads(pickle.dumps(functools.partial(repairs.may_start_trial, "/x", 4)))
+    assert hook() is True  # no live driver here: nothing limits it

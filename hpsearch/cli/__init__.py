@@ -25,6 +25,7 @@ COMMANDS = {
     "trial": "hpsearch.cli.trial:trial",
     "ls": "hpsearch.cli.ls:ls",
     "report": "hpsearch.cli.report:report",
+    "doctor": "hpsearch.cli.doctor:doctor",
     "submit": "hpsearch.cli.submit:submit",
 }
 

@@ -28,10 +28,13 @@ from hpsearch.store.summary import rerun_command
 @click.option("--notify", metavar="CMD",
               help="Run CMD once at the end, however it ends (HPSEARCH_* variables set).")
 @click.option("--dry-run", is_flag=True, help="Validate and print the plan; start no trial.")
+@click.option("--preflight", is_flag=True,
+              help="Run `hpsearch doctor` on the cluster and the storage first; any problem "
+                   "stops the run before its first trial (exit 2).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Ray's own logs and trial tables.")
 @handle_errors
 def run(space, trials, max_concurrent, time_budget, overrides, name, storage, address,
-        deadline, overwrite, report, notify, dry_run, verbose):
+        deadline, overwrite, report, notify, dry_run, preflight, verbose):
     """Run a sweep of SPACE: Optuna TPE proposes, ASHA stops weak trials early.
 
     --name may hold {date} and {datetime} (e.g. 'lm-{date}'), for nightly runs.
@@ -56,6 +59,11 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
             overrides.append(f"budget.deadline={deadline}")
         spec = load_space(space, overrides)
         sweep = sweep_dir_for(spec, name=name, storage=storage)
+        if preflight and not dry_run:
+            from hpsearch.driver.doctor import require_healthy_cluster
+
+            require_healthy_cluster(address=address, storage=str(sweep.storage),
+                                    stream=sys.stdout)
         result = run_sweep(
             spec, name=sweep.name, storage=str(sweep.storage), address=address,
             max_concurrent=max_concurrent, dry_run=dry_run, overwrite=overwrite,

@@ -3,6 +3,13 @@
 A GPU sweep whose nodes cannot run CUDA (a CPU build of torch, a CUDA build that does not
 match the driver) would otherwise fail one trial at a time, each holding its GPUs while it
 fails. :func:`require_cuda_on_gpu_nodes` asks every GPU node instead, once, in seconds.
+``hpsearch doctor`` (:mod:`hpsearch.driver.doctor`) checks much more, on request.
+
+``HPSEARCH_SIMULATE_GPU=1`` is a switch for tests only: on a Ray cluster that declares
+GPUs it has not got (``ray start --num-gpus 4``), trials still reserve and are assigned
+GPUs, but train on the CPU (over gloo when several workers), and this check is skipped.
+It is read where the sweep's driver runs, and every run it affects says so
+(:func:`note_gpu_simulation`).
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ from typing import Any
 from hpsearch.errors import ClusterError
 from hpsearch.space.spec import Spec
 
-__all__ = ["SIMULATE_GPU_ENV", "cuda_report", "require_cuda_on_gpu_nodes", "simulating_gpus"]
+__all__ = ["SIMULATE_GPU_ENV", "cuda_report", "note_gpu_simulation", "require_cuda_on_gpu_nodes",
+           "simulating_gpus"]
 
 #: Test-only: trials train on the CPU while Ray still reserves and assigns GPUs.
 SIMULATE_GPU_ENV = "HPSEARCH_SIMULATE_GPU"
@@ -22,6 +30,18 @@ SIMULATE_GPU_ENV = "HPSEARCH_SIMULATE_GPU"
 def simulating_gpus() -> bool:
     """Whether ``HPSEARCH_SIMULATE_GPU=1`` is set (tests of GPU scheduling on CPUs)."""
     return os.environ.get(SIMULATE_GPU_ENV) == "1"
+
+
+def note_gpu_simulation(spec: Spec, manifest: dict[str, Any], stream: Any) -> None:
+    """Say that this run of a ``use_gpu`` sweep simulates its GPUs: one line on ``stream``
+    and ``simulated_gpu: true`` in the manifest and in this run's entry of ``runs``."""
+    if not (spec.resources.use_gpu and simulating_gpus()):
+        return
+    print(f"  SIMULATED GPUs ({SIMULATE_GPU_ENV}=1, for tests): Ray reserves and assigns "
+          "GPUs, the trials train on the CPU", file=stream, flush=True)
+    manifest["simulated_gpu"] = True
+    if manifest.get("runs"):
+        manifest["runs"][-1]["simulated_gpu"] = True
 
 
 def cuda_report(need_nccl: bool) -> dict[str, Any]:

@@ -14,28 +14,38 @@ the one place the driver imports the user's trainable:
 A runner knows the resources its Tune trial holds, whether Tune may reuse its actor, how
 often Tune retries it, how to run one configuration and where its checkpoints live. This is
 the only module that imports ``ray.train``.
+
+GPUs: each worker trains on the GPU Ray assigned to it (:func:`cuda_device_index`), and
+its reports carry that assignment (``gpu_ids``, ``cuda_visible_devices``; every worker's,
+joined in rank order) into the history table. Under ``HPSEARCH_SIMULATE_GPU=1`` (tests
+only, read where the runner is built) Ray still reserves and assigns the GPUs, but the
+harness trains on the CPU and several workers talk over gloo.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
+from hpsearch.driver.preflight import simulating_gpus
 from hpsearch.errors import TrainableError
 from hpsearch.space.spec import Objective, Spec
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import sanitize_report
 from hpsearch.workloads.resolve import is_harness_workload, load_trainable
 
-__all__ = ["CheckpointStore", "InProcessRunner", "Runner", "TrainRunner", "require_cuda_if_asked",
-           "resolve_runner"]
+__all__ = ["GPU_KEYS", "CheckpointStore", "InProcessRunner", "Runner", "TrainRunner",
+           "cuda_device_index", "require_cuda_if_asked", "resolve_runner"]
 
 # The Tune trial that drives a Ray Train run only waits on it, so it reserves no CPU (a
 # fraction would make two 1-CPU workers not fit on 2 CPUs). Tune refuses an empty
 # resource request, hence one byte of memory.
 DRIVER_RESOURCES = {"CPU": 0, "memory": 1}
+
+#: Report keys that say which GPUs a trial's workers hold (history table columns).
+GPU_KEYS = ("gpu_ids", "cuda_visible_devices")
 
 
 def resolve_runner(spec: Spec, *, workers: int | None = None) -> "Runner":
@@ -72,6 +82,8 @@ class Runner:
     """How the trials of one spec run. Plain data: Tune pickles it with the trainable."""
 
     spec: Spec
+    #: ``HPSEARCH_SIMULATE_GPU=1`` where the runner was built (the driver): train on the CPU.
+    simulate_gpu: bool = field(default_factory=simulating_gpus)
     kind: ClassVar[str]
     #: Whether Tune may run the next trial in the previous trial's actor.
     reuse_actors: ClassVar[bool]
@@ -118,7 +130,12 @@ class Runner:
         """The full training config of a sampled configuration."""
         config = self.spec.trial_config(sampled)
         config.setdefault("use_gpu", self.spec.resources.use_gpu)
-        return config
+        return self.simulated(config)
+
+    def simulated(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config`` as the harness gets it: under simulated GPUs it trains on the CPU
+        (the trial still holds the GPUs Ray assigned)."""
+        return {**config, "use_gpu": False} if self.simulate_gpu else dict(config)
 
     def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
         raise NotImplementedError
@@ -141,7 +158,10 @@ class InProcessRunner(Runner):
         require_cuda_if_asked(config)
         _limit_threads(self.spec.resources.cpus_per_worker)
         store = CheckpointStore(sweep, trial_id, keep=self.spec.checkpoints.keep)
-        train(config, _trainable(self.spec.trainable), _TuneSession(self.spec.objective, store))
+        try:
+            train(config, _trainable(self.spec.trainable), _TuneSession(self.spec.objective, store))
+        finally:
+            _release_cached_gpu_memory()  # Tune may run the next trial in this process
 
     def run_local(self, config: Mapping[str, Any], *, checkpoint_root: str | None = None,
                   on_report: Callable[[dict[str, Any]], None] | None = None) -> list[dict]:
@@ -149,6 +169,7 @@ class InProcessRunner(Runner):
         from hpsearch.train.loop import train
         from hpsearch.train.session import LocalSession
 
+        config = self.simulated(config)
         require_cuda_if_asked(config)
         session = LocalSession(root=checkpoint_root, on_report=on_report,
                                keep=self.spec.checkpoints.keep)
@@ -167,6 +188,7 @@ class TrainRunner(Runner):
 
     def __init__(self, spec: Spec, *, harness: bool, workers: int):
         object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "simulate_gpu", simulating_gpus())
         object.__setattr__(self, "harness", harness)
         object.__setattr__(self, "n_workers", workers)
 
@@ -196,12 +218,20 @@ class TrainRunner(Runner):
                                            "trainable": self.spec.trainable}
         else:
             loop, loop_config = _trainable(self.spec.trainable), dict(config)
+        backend: dict[str, Any] = {}
+        if self.simulate_gpu and res.use_gpu:
+            from ray.train.torch import TorchConfig
+
+            # Ray Train picks NCCL whenever its workers hold GPUs; simulated ones train on
+            # the CPU, where only gloo works. The GPU reservations stay as they are.
+            backend["torch_config"] = TorchConfig(backend="gloo")
         return TorchTrainer(
             loop,
             train_loop_config=loop_config,
             scaling_config=ScalingConfig(num_workers=self.n_workers, use_gpu=res.use_gpu,
                                          resources_per_worker=res.per_worker()),
             run_config=run_config,
+            **backend,
         )
 
     def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
@@ -242,7 +272,7 @@ class TrainRunner(Runner):
             run_config = RunConfig(
                 name="trial", storage_path=storage or tempfile.mkdtemp(prefix="hpsearch-trial-"),
                 callbacks=[_record_reports(log)])
-            trainer = self.trainer(config, run_config=run_config)
+            trainer = self.trainer(self.simulated(config), run_config=run_config)
             outcome: dict[str, Any] = {}
 
             def fit() -> None:
@@ -292,7 +322,8 @@ def _record_reports(log: Any) -> Any:
 
     class RecordReports(UserCallback):
         def after_report(self, run_context, metrics, checkpoint):  # noqa: ANN001
-            ray.get(log.add.remote({k: v for k, v in metrics[0].items() if k != "checkpoint"}))
+            first = _with_every_workers_gpus(metrics)
+            ray.get(log.add.remote({k: v for k, v in first.items() if k != "checkpoint"}))
 
     return RecordReports()
 
@@ -318,6 +349,59 @@ def _limit_threads(cpus: float) -> None:
     import torch
 
     torch.set_num_threads(max(1, int(cpus)))
+
+
+def cuda_device_index(gpu_ids: Sequence[Any], visible: str | None) -> int | None:
+    """Which ``cuda:N`` is the first GPU Ray assigned to this process: its position in
+    ``CUDA_VISIBLE_DEVICES``. ``None`` when Ray assigned none (or it is not visible).
+
+    Not the local rank: Ray Train shows every worker on a node all of that node's trial
+    GPUs (``"0,1"`` for both workers), and workers that share a GPU (``gpus_per_worker:
+    0.5``) are both given the same one (``"0"``: local rank 1 would ask for a ``cuda:1``
+    that does not exist).
+
+    Example:
+        >>> cuda_device_index([3], "2,3"), cuda_device_index(["0"], "0"), cuda_device_index([], "0")
+        (1, 0, None)
+    """
+    ids = [str(i) for i in gpu_ids]
+    listed = [d.strip() for d in (visible or "").split(",") if d.strip()]
+    if not ids or ids[0] not in listed:
+        return None
+    return listed.index(ids[0])
+
+
+def _gpu_assignment() -> tuple[dict[str, str], int | None]:
+    """The GPUs Ray assigned to this process, as report keys (:data:`GPU_KEYS`; none
+    without GPUs), and the ``cuda:N`` index of the first one."""
+    import ray
+
+    ids = [str(i) for i in ray.get_gpu_ids()]
+    if not ids:
+        return {}, None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    keys = {"gpu_ids": ",".join(ids), "cuda_visible_devices": visible}
+    return keys, cuda_device_index(ids, visible)
+
+
+def _with_every_workers_gpus(metrics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rank 0's report, its :data:`GPU_KEYS` holding every worker's value in rank order,
+    ``;`` between workers: ``gpu_ids`` ``"0;1"``, ``cuda_visible_devices`` ``"0,1;0,1"``."""
+    first = dict(metrics[0])
+    for key in GPU_KEYS:
+        if any(key in m for m in metrics):
+            first[key] = ";".join(str(m.get(key, "")) for m in metrics)
+    return first
+
+
+def _release_cached_gpu_memory() -> None:
+    """Give the memory a finished in-process trial cached back to the GPU, for whoever
+    shares it next (the next trial in this actor, or another one at gpus_per_worker < 1)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 class CheckpointStore:
@@ -372,11 +456,13 @@ class _TuneSession:
     def __init__(self, objective: Objective, store: CheckpointStore):
         self._objective = objective
         self._store = store
+        # The Tune actor itself holds the trial's GPUs.
+        self._gpus, self.device_index = _gpu_assignment()
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         from ray import tune
 
-        metrics = sanitize_report(metrics, self._objective)
+        metrics = {**sanitize_report(metrics, self._objective), **self._gpus}
         if checkpoint_dir:
             metrics["checkpoint_path"] = self._store.add(checkpoint_dir, int(metrics["step"]))
         tune.report(metrics)
@@ -395,12 +481,13 @@ class _TrainSession:
         self.world_rank = ctx.get_world_rank()
         self.world_size = ctx.get_world_size()
         self.local_rank = ctx.get_local_rank()
+        self._gpus, self.device_index = _gpu_assignment()
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         import ray.train
 
         checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
-        ray.train.report(metrics, checkpoint=checkpoint)
+        ray.train.report({**metrics, **self._gpus}, checkpoint=checkpoint)
         if checkpoint_dir:  # Train has copied it into the run's storage
             from hpsearch.train.checkpoint import discard
 
@@ -429,7 +516,7 @@ def _forward_to_tune(objective: Objective) -> Any:
         """Forwards rank 0's reports to Tune, sanitised for ASHA and Optuna."""
 
         def after_report(self, run_context, metrics, checkpoint):  # noqa: ANN001
-            metrics = [sanitize_report(metrics[0], objective), *metrics[1:]]
+            metrics = [sanitize_report(_with_every_workers_gpus(metrics), objective), *metrics[1:]]
             super().after_report(run_context, metrics, checkpoint)
 
     return ForwardToTune()

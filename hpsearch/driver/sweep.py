@@ -13,7 +13,7 @@ import yaml
 
 from hpsearch.driver.fit import Interrupted, SweepResult, SweepRun, fit, new_tuner
 from hpsearch.driver.plan import local_resources, make_plan
-from hpsearch.driver.preflight import require_cuda_on_gpu_nodes
+from hpsearch.driver.preflight import note_gpu_simulation, require_cuda_on_gpu_nodes
 from hpsearch.errors import StorageError, SweepExistsError, SweepNotFoundError
 from hpsearch.space.spec import Spec
 from hpsearch.store.layout import SweepDir, remove_inside, write_atomic
@@ -102,6 +102,7 @@ def run_sweep(
             cluster=conn.resources, address=conn.address,
             objective={"metric": spec.objective.metric, "mode": spec.objective.mode},
         )
+        note_gpu_simulation(spec, manifest, stream)
         deadline_at = _deadline(spec)
         manifest["plan"] = {"slots": plan.slots, "rungs": list(plan.rungs),
                             "max_concurrent": max_concurrent,
@@ -333,6 +334,7 @@ def resume_sweep(
                             "max_concurrent": max_concurrent, "deadline": _iso(deadline_at)}
         manifest.setdefault("runs", []).append({"command": command_line(),
                                                 "started_at": now_iso()})
+        note_gpu_simulation(spec, manifest, stream)
         _record_driver(manifest, conn)
         write_manifest(sweep, manifest)
         return fit(tuner, run, plan, manifest)

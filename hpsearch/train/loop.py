@@ -133,7 +133,7 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             f"session says rank {session.world_rank} of {session.world_size} but torch.distributed "
             f"says rank {rank} of {world_size}; the runner must set up the process group first"
         )
-    device = _training_device(cfg.use_gpu, session.local_rank)
+    device = _training_device(cfg.use_gpu, session)
     precision = Precision(cfg.precision, device.type)
     reason = unsupported_reason(cfg.precision, device)
     if reason is not None:
@@ -384,10 +384,16 @@ def _process_group() -> tuple[int, int]:
     return 0, 1
 
 
-def _training_device(use_gpu: bool, local_rank: int) -> torch.device:
+def _training_device(use_gpu: bool, session: Session) -> torch.device:
     if use_gpu and torch.cuda.is_available():
-        device = torch.device("cuda", local_rank)
+        # The runner may know this worker's GPU better than its local rank does (Ray Train
+        # shows a node's workers all their GPUs; workers sharing a GPU share its index).
+        index = getattr(session, "device_index", None)
+        device = torch.device("cuda", session.local_rank if index is None else index)
         torch.cuda.set_device(device)
+        # peak_mem_mb is this run's own, also in a process that trained before (Tune reuses
+        # the actors of one-worker trials).
+        torch.cuda.reset_peak_memory_stats(device)
         return device
     return torch.device("cpu")
 

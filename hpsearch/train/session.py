@@ -22,6 +22,9 @@ class Session(Protocol):
 
     ``report`` is called by *every* rank at the same points (collective in Ray Train);
     only rank 0 passes a ``checkpoint_dir``. The runner owns the directory afterwards.
+
+    A session may also have ``device_index``: the ``cuda:N`` this worker trains on when it
+    uses a GPU (``None`` or absent: its ``local_rank``).
     """
 
     world_rank: int

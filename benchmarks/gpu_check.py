@@ -1,0 +1,270 @@
+"""The GPU path, proven on a real GPU in one run (within 8 minutes on one modern GPU).
+
+Prints one table:
+
+* step time, tokens/s and peak memory of charlm under the harness at ~10M and ~85M
+  parameters, in fp32 with TF32 off (strict) and on, bf16 and fp16 (interleaved
+  repetitions, medians; the second epoch's ``samples_per_s``, evaluation excluded), with
+  the fp16 GradScaler's skipped steps;
+* the GradScaler from an initial scale of 2**24: it skips the overflowing steps, lowers
+  the scale and trains on;
+* that peak memory is reset per trial: a small model trained after a large one in the same
+  process (as a reused Tune actor does) reports its own peak, not the large one's;
+* a 4-trial ASHA sweep of one-worker trials on the GPU(s), through ``run_sweep``;
+* with 2 or more GPUs, a 4-trial ASHA sweep of 2-worker DDP trials (NCCL).
+
+The goal it states: bf16 at least 2.5x the throughput of strict fp32 on the 85M model.
+Exit status 1 when a correctness check fails (not for a missed speed goal). Without CUDA it
+prints "no CUDA" and exits 0.
+
+    .venv/bin/python benchmarks/gpu_check.py [--reps 2] [--no-sweeps]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+GOAL_BF16_VS_FP32 = 2.5
+CASES = {
+    "10M": {"n_layer": 6, "n_embd": 384, "n_head": 6, "block_size": 256, "batch_size": 64,
+            "samples_per_epoch": 64 * 40},
+    "85M": {"n_layer": 12, "n_embd": 768, "n_head": 12, "block_size": 512, "batch_size": 32,
+            "samples_per_epoch": 32 * 25},
+}
+#: (label, precision, TF32 matmuls)
+MODES = (("fp32 strict", "fp32", False), ("fp32 TF32", "fp32", True), ("bf16", "bf16", False),
+         ("fp16", "fp16", False))
+COMMON = {"lr": 3e-4, "epochs": 2, "warmup_steps": 5, "val_samples": 64, "checkpoint_every": 0,
+          "corpus_bytes": 5_000_000, "use_gpu": True}
+COLUMNS = ("check", "model", "mode", "ms/step", "vs strict fp32", "tokens/s", "peak MB",
+           "skipped", "val_loss", "verdict")
+
+
+def one_run(case: dict, precision: str, tf32: bool, **extra) -> dict:
+    """Train charlm for 2 epochs in this process; the second epoch's speed, the peak."""
+    import torch
+
+    from hpsearch.train import LocalSession, train
+    from hpsearch.workloads import charlm
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        session = LocalSession()
+        result = train({**COMMON, **case, "precision": precision, **extra}, charlm.WORKLOAD,
+                       session)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    last = session.reports[-1]
+    return {"status": result.status, "reason": result.reason,
+            "samples_per_s": last.get("samples_per_s"), "val_loss": last.get("val_loss"),
+            "skipped": last.get("skipped_steps"), "peak_mem_mb": last.get("peak_mem_mb")}
+
+
+def params_of(case: dict) -> float:
+    from hpsearch.workloads import charlm
+
+    model = charlm.build_model(case)
+    return sum(p.numel() for p in model.parameters()) / 1e6
+
+
+def precision_rows(reps: int) -> tuple[list[tuple], dict]:
+    rows, seen = [], {}
+    for name, case in CASES.items():
+        one_run(case, "bf16", False)  # warm the corpus cache, the allocator and the kernels
+        runs: dict[str, list[dict]] = {label: [] for label, _, _ in MODES}
+        for rep in range(reps):
+            for label, precision, tf32 in (MODES if rep % 2 == 0 else MODES[::-1]):
+                runs[label].append(one_run(case, precision, tf32))
+        model = f"charlm {params_of(case):.1f}M"
+        batch, block = case["batch_size"], case["block_size"]
+        strict = [r["samples_per_s"] for r in runs["fp32 strict"] if r["status"] == "completed"]
+        for label, _, _ in MODES:
+            done = [r for r in runs[label] if r["status"] == "completed"]
+            if not done:
+                rows.append(("precision", model, label, "-", "-", "-", "-", "-", "-",
+                             f"{runs[label][0]['status']}: {runs[label][0]['reason']}"))
+                continue
+            speed = statistics.median(r["samples_per_s"] for r in done)
+            ratio = speed / statistics.median(strict) if strict else math.nan
+            seen[(name, label)] = {"ratio": ratio, "peak": _peak(done)}
+            rows.append(("precision", model, label, f"{1000 * batch / speed:.1f}",
+                         f"{ratio:.2f}x", f"{speed * block:,.0f}", _mb(_peak(done)),
+                         str(max(r["skipped"] for r in done)),
+                         f"{statistics.median(r['val_loss'] for r in done):.4f}", ""))
+    return rows, seen
+
+
+def _peak(runs: list[dict]) -> float | None:
+    peaks = [r["peak_mem_mb"] for r in runs if r["peak_mem_mb"] is not None]
+    return max(peaks) if peaks else None
+
+
+def _mb(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def scaler_row() -> tuple[tuple, bool]:
+    run = one_run(CASES["10M"], "fp16", False, loss_scale_init=2.0 ** 24)
+    ok = (run["status"] == "completed" and run["skipped"] >= 1
+          and math.isfinite(run["val_loss"]))
+    return (("fp16 GradScaler", "charlm 10M", "fp16, init scale 2^24", "-", "-", "-",
+             _mb(run["peak_mem_mb"]), str(run["skipped"]),
+             f"{run['val_loss']:.4f}",
+             "PASS: skipped the overflowing steps, trained on" if ok else
+             f"FAIL: {run['status']}, {run['skipped']} skipped")), ok
+
+
+def peak_reset_row(seen: dict) -> tuple[tuple, bool]:
+    """A 10M run after the 85M runs in this process must report the 10M peak again."""
+    again = one_run(CASES["10M"], "bf16", False)
+    small, large = seen.get(("10M", "bf16")), seen.get(("85M", "bf16"))
+    if again["status"] != "completed" or small is None or large is None:
+        return (("peak memory reset", "10M after 85M", "bf16", "-", "-", "-", "-", "-", "-",
+                 f"n/a: bf16 {again['status']}"), True)
+    if None in (again["peak_mem_mb"], small["peak"], large["peak"]):
+        return (("peak memory reset", "10M after 85M", "bf16", "-", "-", "-", "-", "-", "-",
+                 "FAIL: no peak memory reported"), False)
+    ok = again["peak_mem_mb"] <= 1.1 * small["peak"] and again["peak_mem_mb"] < large["peak"]
+    return (("peak memory reset", "10M after 85M", "bf16", "-", "-", "-",
+             f"{again['peak_mem_mb']:.0f}", "-", f"{again['val_loss']:.4f}",
+             f"{'PASS' if ok else 'FAIL'}: first 10M run {small['peak']:.0f} MB, 85M "
+             f"{large['peak']:.0f} MB")), ok
+
+
+def sweep_space(name: str, *, workers: int, precision: str) -> dict:
+    params = {"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+              "n_layer": 6, "n_head": 4, "block_size": 256, "batch_size": 64,
+              "samples_per_epoch": 64 * 20, "val_samples": 64, "corpus_bytes": 2_000_000,
+              "precision": precision, "checkpoint_every": 0}
+    if workers == 1:  # two model sizes, so a small trial may follow a large one in an actor
+        params["n_embd"] = {"type": "categorical", "choices": [384, 128]}
+    else:
+        params["n_embd"] = 384
+    return {"name": name, "trainable": "charlm",
+            "objective": {"metric": "val_loss", "mode": "min"}, "params": params,
+            "search": {"algorithm": "random", "seed": 0},
+            "scheduler": {"type": "asha", "max_t": 3, "grace_period": 1, "reduction_factor": 2},
+            "trials": {"num": 4, "max_concurrent": "auto", "max_failures": 0},
+            "resources": {"workers": workers, "use_gpu": True, "cpus_per_worker": 1}}
+
+
+def sweep_row(workers: int, precision: str, storage: str) -> tuple[tuple, bool]:
+    import hpsearch
+    from hpsearch.driver.sweep import run_sweep
+    from hpsearch.space import parse_space
+
+    label = (f"ASHA sweep, 4 x {workers} worker(s)" + (" (NCCL)" if workers > 1 else
+                                                      " (in the Tune actor)"))
+    out = io.StringIO()
+    started = time.perf_counter()
+    try:
+        result = run_sweep(parse_space(sweep_space(f"gpu-check-{workers}w", workers=workers,
+                                                   precision=precision)),
+                           storage=storage, stream=out)
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        print(out.getvalue(), file=sys.stderr)
+        return (("sweep", "charlm", label, "-", "-", "-", "-", "-", "-",
+                 f"FAIL: {type(exc).__name__}: {exc}"[:200]), False)
+    wall = time.perf_counter() - started
+    trials = hpsearch.read_trials(result.sweep_dir)
+    history = hpsearch.read_history(result.sweep_dir)
+    statuses = trials.status.value_counts().to_dict()
+    ok = (result.status == "finished" and set(statuses) <= {"completed", "stopped_by_asha"}
+          and statuses.get("completed", 0) >= 1)
+    notes = [", ".join(f"{n} {s}" for s, n in statuses.items()), f"{wall:.0f} s"]
+    if "gpu_ids" in history:
+        per_trial = history.groupby("trial_id").gpu_ids.first()
+        distinct = all(len(set(ids.split(";"))) == workers for ids in per_trial)
+        ok = ok and distinct
+        notes.append(f"gpu_ids {sorted(set(per_trial))}" + ("" if distinct else " NOT distinct"))
+    else:
+        ok = False
+        notes.append("no gpu_ids recorded")
+    peak = history.groupby("trial_id").peak_mem_mb.max()
+    if workers == 1 and "n_embd" in trials and peak.notna().all():
+        sizes = trials.set_index("trial_id").n_embd
+        small, large = peak[sizes == 128], peak[sizes == 384]
+        if len(small) and len(large):
+            reset = small.max() < large.min()
+            ok = ok and reset
+            notes.append(f"peak per trial reset: {'yes' if reset else 'NO'} (128: "
+                         f"{small.max():.0f} MB, 384: {large.min():.0f} MB)")
+    if not ok:
+        print(out.getvalue(), file=sys.stderr)
+    return (("sweep", "charlm", label, "-", "-", "-", _mb(peak.max() if peak.notna().any()
+                                                          else None), "-",
+             f"{trials.best_value.min():.4f}", ("PASS: " if ok else "FAIL: ") + "; ".join(notes)),
+            ok)
+
+
+def print_table(rows: list[tuple]) -> None:
+    widths = [max(len(str(r[i])) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS))]
+    for row in [COLUMNS, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=2, help="interleaved repetitions")
+    parser.add_argument("--no-sweeps", action="store_true", help="skip the Ray sweeps")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print(f"gpu_check: no CUDA here (torch {torch.__version__}, CUDA build "
+              f"{torch.version.cuda or 'none'}); nothing measured")
+        return 0
+    if os.environ.pop("HPSEARCH_SIMULATE_GPU", None):
+        print("gpu_check: ignoring HPSEARCH_SIMULATE_GPU: this checks real GPUs")
+    started = time.perf_counter()
+    gpus = torch.cuda.device_count()
+    name = torch.cuda.get_device_name(0)
+    capability = ".".join(map(str, torch.cuda.get_device_capability(0)))
+    print(f"gpu_check: torch {torch.__version__} (CUDA {torch.version.cuda}), {gpus} x {name} "
+          f"(compute capability {capability}); {args.reps} interleaved repetitions, medians")
+
+    rows, seen = precision_rows(args.reps)
+    checks = []
+    row, ok = scaler_row()
+    rows.append(row)
+    checks.append(ok)
+    row, ok = peak_reset_row(seen)
+    rows.append(row)
+    checks.append(ok)
+    ratio = seen.get(("85M", "bf16"), {}).get("ratio")
+    rows.append(("goal", "charlm 85M", "bf16 vs fp32 strict", "-",
+                 f"{ratio:.2f}x" if ratio else "-", "-", "-", "-", "-",
+                 f"{'MET' if ratio and ratio >= GOAL_BF16_VS_FP32 else 'NOT MET'}: "
+                 f">= {GOAL_BF16_VS_FP32}x"))
+    if not args.no_sweeps:
+        precision = "bf16" if ("10M", "bf16") in seen else "fp32"
+        with tempfile.TemporaryDirectory(prefix="hpsearch-gpu-check-") as storage:
+            row, ok = sweep_row(1, precision, storage)
+            rows.append(row)
+            checks.append(ok)
+            if gpus >= 2:
+                row, ok = sweep_row(2, precision, storage)
+            else:
+                row, ok = (("sweep", "charlm", "ASHA sweep, 4 x 2 workers (NCCL)", "-", "-",
+                            "-", "-", "-", "-", "skipped: 1 GPU"), True)
+            rows.append(row)
+            checks.append(ok)
+    print()
+    print_table(rows)
+    print(f"\n{time.perf_counter() - started:.0f} s; "
+          + ("all checks passed" if all(checks) else "SOME CHECKS FAILED"))
+    return 0 if all(checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -129,6 +129,12 @@ def connect(address: str | None = None, *, verbose: bool = False,
             "SPACE.yaml`, or on the head node with --address auto (docs/cluster.md)."
         )
     _check_reachable(address)
+    if address != "auto":
+        from hpsearch.driver.repairs import gcs_auth_problem
+
+        refused = gcs_auth_problem(address)
+        if refused:
+            raise ClusterError(explain_connection_error(address, RuntimeError(refused)))
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:

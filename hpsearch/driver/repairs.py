@@ -19,6 +19,8 @@ relies on. What hpsearch puts back, and where it reaches into Ray's internals to
                               holding resources (private: the GCS placement-group table)
 :func:`release_idle_actors`   actors Tune keeps for reuse while the sweep waits for its
                               share of a shared cluster (private: ``TuneController``)
+:func:`gcs_auth_problem`      a cluster that refuses this client's token, found at once
+                              (private: ``ray._raylet.GcsClient``)
 :func:`running_local_cluster`  whether Ray's record of a ``ray start`` cluster is live
                               (private: ``ray._private.utils``)
 :func:`local_ray_processes`,  a killed driver's orphaned local Ray instance
@@ -46,7 +48,8 @@ from hpsearch.store.manifest import last_run
 
 __all__ = ["TESTED_RAY", "local_ray_processes", "reap_orphan_placement_groups",
            "recorded_end", "reopen_search", "replay_asha_rungs", "restore_tuner",
-           "release_idle_actors", "running_local_cluster", "restored_scheduler", "settle_study",
+           "gcs_auth_problem", "release_idle_actors", "running_local_cluster",
+           "restored_scheduler", "settle_study",
            "stop_orphaned_local_ray"]
 
 #: Ray versions (major.minor) whose internals the repairs below were tested against.
@@ -332,6 +335,28 @@ def release_idle_actors(tune_controller: Any) -> None:
     """
     _internal(tune_controller, "_cleanup_cached_actors",
               what="giving a shared cluster's slots back")(force_all=True)
+
+
+# --- token authentication, before a long connect ----------------------------------------------
+
+
+def gcs_auth_problem(address: str) -> str | None:
+    """The GCS's answer if it refuses this client's token, else ``None``; in milliseconds.
+
+    ``ray.init`` against a cluster that requires a token this client lacks retries for
+    about 20 s and then says only that it failed to connect; the GCS client raises an
+    ``AuthenticationError`` at once. (private: ``ray._raylet.GcsClient``)
+    """
+    raylet = __import__("ray._raylet", fromlist=["GcsClient"])
+    client_cls = _internal(raylet, "GcsClient", what="checking the cluster's token")
+    auth_error = getattr(__import__("ray.exceptions", fromlist=["x"]), "AuthenticationError",
+                         None)
+    try:
+        client_cls(address=address)
+    except Exception as exc:  # noqa: BLE001 - only an authentication refusal is reported
+        if (auth_error is not None and isinstance(exc, auth_error)) or "InvalidAuthToken" in str(exc):
+            return str(exc).splitlines()[0]
+    return None
 
 
 # --- a `ray start` cluster on this machine ------------------------------------------------------

@@ -71,12 +71,17 @@ def _wait_for_nodes(address: str, env: dict[str, str], count: int, timeout: floa
 
 @contextlib.contextmanager
 def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
-                port: int | None = None) -> Iterator[Cluster]:
+                port: int | None = None, token: bool = False) -> Iterator[Cluster]:
     """``nodes[0]`` are the head's extra `ray start` arguments (``--num-cpus=2``...), the
-    others the worker nodes'. Token auth is off (a test cluster on loopback) and HOME is
-    ``home``, so no token of the user's is read or written."""
+    others the worker nodes'. HOME is ``home``, so no token of the user's is read or
+    written. Token auth is off (a test cluster on loopback), or on with ``token``: a token
+    generated into ``home/.ray/auth_token`` and ``RAY_AUTH_MODE=token`` in ``env``."""
     port = port or free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HOME": str(home)}
+    if token:
+        env["RAY_AUTH_MODE"] = "token"
+        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "get-auth-token",
+                        "--generate"], env=env, check=True, capture_output=True, timeout=60)
     address = f"127.0.0.1:{port}"
     cluster = Cluster(address, env)
     head_args = ["--head", f"--port={port}", f"--include-dashboard={str(dashboard).lower()}"]

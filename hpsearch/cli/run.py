@@ -22,6 +22,9 @@ from hpsearch.store.summary import rerun_command
               help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray instance).")
 @click.option("--deadline", metavar="TIME",
               help="End by then: 07:00 (the next 07:00, local time) or 2026-12-01T07:00.")
+@click.option("--warm-start", "warm_start", multiple=True, metavar="NAME",
+              help="Learn from an earlier sweep in the same storage (repeatable); 'latest' "
+                   "is the newest one of the same space.")
 @click.option("--overwrite", is_flag=True, help="Delete an existing sweep of the same name first.")
 @click.option("--report", "report", is_flag=True,
               help="Write <sweep>/report.html and report.md at the end, however it ends.")
@@ -34,7 +37,7 @@ from hpsearch.store.summary import rerun_command
 @click.option("-v", "--verbose", is_flag=True, help="Show Ray's own logs and trial tables.")
 @handle_errors
 def run(space, trials, max_concurrent, time_budget, overrides, name, storage, address,
-        deadline, overwrite, report, notify, dry_run, preflight, verbose):
+        deadline, warm_start, overwrite, report, notify, dry_run, preflight, verbose):
     """Run a sweep of SPACE: Optuna TPE proposes, ASHA stops weak trials early.
 
     --name may hold {date} and {datetime} (e.g. 'lm-{date}'), for nightly runs.
@@ -57,6 +60,8 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
             overrides.append(f"budget.time={time_budget}")
         if deadline is not None:
             overrides.append(f"budget.deadline={deadline}")
+        if warm_start:
+            overrides.append(f"search.warm_start=[{','.join(warm_start)}]")
         spec = load_space(space, overrides)
         sweep = sweep_dir_for(spec, name=name, storage=storage)
         if preflight and not dry_run:

@@ -109,6 +109,9 @@ def run_sweep(
                             "deadline": _iso(deadline_at)}
         _record_driver(manifest, conn)
         write_manifest(sweep, manifest)
+        if spec.search.warm_start:
+            spec = _warm_start(spec, sweep, manifest, stream)
+            write_manifest(sweep, manifest)
         run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream,
                        deadline_at=deadline_at, slots=plan.slots)
         return fit(new_tuner(run, plan), run, plan, manifest)
@@ -184,6 +187,37 @@ def _refuse_if_running(sweep: SweepDir, manifest: dict) -> None:
             f"sweep {sweep.name!r} is still running (driver pid {pid} on this machine); stop "
             "it with Ctrl-C (or kill that pid) first"
         )
+
+
+def _warm_start(spec: Spec, sweep: SweepDir, manifest: dict, stream) -> Spec:
+    """Seed the new study with earlier sweeps' trials (:mod:`hpsearch.driver.warmstart`);
+    returns the spec with the sweep's own sampler seed."""
+    from dataclasses import replace
+
+    import optuna
+
+    from hpsearch.driver.searcher import open_study_storage
+    from hpsearch.driver.warmstart import import_trials, resolve_sources, warm_seed
+
+    spec = replace(spec, search=replace(spec.search,
+                                        seed=warm_seed(spec.search.seed, sweep.name)))
+    manifest["seed"] = spec.search.seed
+    sources = resolve_sources(sweep, spec, spec.search.warm_start)
+    if not sources:
+        manifest["warm_start"] = {"from": [], "imported": 0, "note": "no earlier sweep"}
+        print("warm start: no earlier sweep of this space yet; starting fresh", file=stream)
+        return spec
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        storage=open_study_storage(sweep), study_name=sweep.name, load_if_exists=True,
+        direction="minimize" if spec.objective.mode == "min" else "maximize")
+    summary = import_trials(spec, study, sources)
+    manifest["warm_start"] = summary
+    print(f"warm start: {summary['imported']} trials from {', '.join(summary['from'])}"
+          f" ({summary['not_fitting']} outside this space, {summary['skipped']} failed or "
+          f"unfinished); {len(summary['enqueued'])} best configurations run first",
+          file=stream)
+    return spec
 
 
 def _deadline(spec: Spec) -> float | None:

@@ -21,15 +21,15 @@ Example:
 from __future__ import annotations
 
 import os
-from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from hpsearch.errors import HpsearchError, SweepNotFoundError
+from hpsearch.errors import SweepNotFoundError
 from hpsearch.report._facts import equal_budget
 from hpsearch.report._load import SweepData, load_sweep
 from hpsearch.report._study import equal_budget_study, importances, load_study
 from hpsearch.store.layout import SweepDir, check_sweep_name, write_atomic
+from hpsearch.store.listing import find_previous
 
 __all__ = ["ReportPaths", "equal_budget", "equal_budget_study", "find_previous",
            "importances", "load_study", "load_sweep", "write_report"]
@@ -112,54 +112,3 @@ def _comparison(data: SweepData, compare: str | None) -> tuple[SweepData | None,
         raise SweepNotFoundError(f"--compare: no sweep named {compare!r} in "
                                  f"{data.sweep.storage}")
     return load_sweep(other), None
-
-
-def find_previous(sweep_dir: str | os.PathLike | SweepDir) -> SweepDir | None:
-    """The newest sweep in the same storage that started before this one and whose space
-    has the same ``name:``; ``None`` when there is none. Unreadable sweeps are skipped."""
-    sweep = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.of(sweep_dir)
-    name = _space_name(sweep)
-    started = _started(sweep)
-    if name is None or started is None:
-        return None
-    best: tuple[datetime, SweepDir] | None = None
-    try:
-        children = [p for p in sweep.storage.iterdir() if p.is_dir() and p != sweep.path]
-    except OSError:
-        return None
-    for child in children:
-        other = SweepDir(child)
-        if not other.manifest.is_file() or _space_name(other) != name:
-            continue
-        when = _started(other)
-        if when is None or when >= started:
-            continue
-        if best is None or when > best[0]:
-            best = (when, other)
-    return best[1] if best else None
-
-
-def _space_name(sweep: SweepDir) -> str | None:
-    import yaml
-
-    try:
-        raw = yaml.safe_load(sweep.space.read_text())
-        name = raw.get("name") if isinstance(raw, dict) else None
-        return str(name) if name is not None else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-
-
-def _started(sweep: SweepDir) -> datetime | None:
-    from hpsearch.store.manifest import read_manifest
-
-    try:
-        value = read_manifest(sweep).get("started_at")
-        when = datetime.fromisoformat(str(value))
-    except (HpsearchError, OSError, ValueError, TypeError):
-        return None
-    if when.tzinfo is None:
-        from datetime import timezone
-
-        when = when.replace(tzinfo=timezone.utc)
-    return when

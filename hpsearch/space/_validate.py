@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from hpsearch.errors import SpaceError, TrainableError
 from hpsearch.space._params import read_params
 from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
-from hpsearch.space._yaml import REJECTED
+from hpsearch.space._yaml import REJECTED, Index
 from hpsearch.space.duration import parse_deadline, parse_duration
 from hpsearch.workloads.resolve import TrainableRef, check_reference, find_trainable
 from hpsearch.space.spec import (
@@ -182,7 +182,8 @@ def _read_search(raw: Mapping, report: Report) -> Any:
     section = report.section(raw, "search", example=_EXAMPLES["search"])
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path, ("algorithm", "seed", "n_startup_trials"))
+    report.reject_unknown_keys(section, path, ("algorithm", "seed", "n_startup_trials",
+                                               "warm_start", "warm_start_best"))
     algorithm = report.option(section, path, "algorithm", ("tpe", "random", "gp", "qmc"),
                               default="tpe")
     seed: Any = 0
@@ -192,9 +193,29 @@ def _read_search(raw: Mapping, report: Report) -> Any:
         seed = report.integer(section, path, "seed", default=0, minimum=0,
                               maximum=_SEED_LIMIT - 1)
     startup = report.integer(section, path, "n_startup_trials", default=10, minimum=0)
-    if not ok(algorithm, seed, startup):
+    warm = _read_warm_start(section.get("warm_start"), path + ("warm_start",), report)
+    best = report.integer(section, path, "warm_start_best", default=3, minimum=0)
+    if not ok(algorithm, seed, startup, warm, best):
         return BAD
-    return Search(algorithm=algorithm, seed=seed, n_startup_trials=startup)
+    return Search(algorithm=algorithm, seed=seed, n_startup_trials=startup, warm_start=warm,
+                  warm_start_best=best)
+
+
+def _read_warm_start(value: Any, path: tuple, report: Report) -> Any:
+    """``latest``, a sweep name, or a list of them."""
+    if value is None:
+        return ()
+    if value is REJECTED:
+        return BAD
+    names = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for i, name in enumerate(names):
+        here = path + (Index(i),) if isinstance(value, (list, tuple)) else path
+        if not isinstance(name, str) or not (name == "latest" or _NAME.match(name)):
+            return report.add(here, "name", "must be `latest` or the name of an earlier "
+                              f"sweep in the same storage {got(name)}")
+        out.append(name)
+    return tuple(dict.fromkeys(out))
 
 
 def _read_scheduler(raw: Mapping, report: Report) -> Any:

@@ -149,6 +149,11 @@ class Search:
     algorithm: Literal["tpe", "random", "gp", "qmc"] = "tpe"
     seed: int | None = 0
     n_startup_trials: int = 10
+    #: Earlier sweeps (names in the same storage, or ``latest``) whose trials seed the
+    #: study before the first suggestion (``docs/nightly.md``).
+    warm_start: tuple[str, ...] = ()
+    #: How many of their best configurations run first.
+    warm_start_best: int = 3
 
 
 @dataclass(frozen=True)

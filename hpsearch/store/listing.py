@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import os
+from datetime import datetime
 from typing import Any
 
-from hpsearch.errors import DamagedSweepError
+from hpsearch.errors import DamagedSweepError, HpsearchError
 from hpsearch.space.spec import Objective, Trials
 from hpsearch.store import status as st
 from hpsearch.store.layout import DEFAULT_STORAGE, SweepDir, storage_root
@@ -189,3 +190,54 @@ def _short_reason(exc: Exception, path) -> str:
 def _reason(exc: Exception) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def find_previous(sweep_dir: str | os.PathLike | SweepDir) -> SweepDir | None:
+    """The newest sweep in the same storage that started before this one and whose space
+    has the same ``name:``; ``None`` when there is none. Unreadable sweeps are skipped."""
+    sweep = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.of(sweep_dir)
+    name = _space_name(sweep)
+    started = _started(sweep)
+    if name is None or started is None:
+        return None
+    best: tuple[datetime, SweepDir] | None = None
+    try:
+        children = [p for p in sweep.storage.iterdir() if p.is_dir() and p != sweep.path]
+    except OSError:
+        return None
+    for child in children:
+        other = SweepDir(child)
+        if not other.manifest.is_file() or _space_name(other) != name:
+            continue
+        when = _started(other)
+        if when is None or when >= started:
+            continue
+        if best is None or when > best[0]:
+            best = (when, other)
+    return best[1] if best else None
+
+
+def _space_name(sweep: SweepDir) -> str | None:
+    import yaml
+
+    try:
+        raw = yaml.safe_load(sweep.space.read_text())
+        name = raw.get("name") if isinstance(raw, dict) else None
+        return str(name) if name is not None else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
+def _started(sweep: SweepDir) -> datetime | None:
+    from hpsearch.store.manifest import read_manifest
+
+    try:
+        value = read_manifest(sweep).get("started_at")
+        when = datetime.fromisoformat(str(value))
+    except (HpsearchError, OSError, ValueError, TypeError):
+        return None
+    if when.tzinfo is None:
+        from datetime import timezone
+
+        when = when.replace(tzinfo=timezone.utc)
+    return when

@@ -184,6 +184,9 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
     finally:
         run.progress.close()
         run.limits.close()  # the share goes back to the other sweeps at once
+        from hpsearch.driver import live
+
+        live.clear()  # Tune's objects are done; a later sweep in this process starts clean
     if sentinel.fired:
         status = "interrupted"
     else:  # the time budget or the all-failed stop ended the sweep around these trials

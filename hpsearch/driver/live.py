@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["active_trials", "limits", "note_tune_trials", "records", "register", "register_limits",
+__all__ = ["active_trials", "clear", "limits", "note_tune_trials", "records", "register", "register_limits",
            "register_watch", "tune_trials", "watch"]
 
 _STATE: dict[str, Any] = {"records": None, "tune_trials": set(), "active": 0, "watch": None,
                           "limits": None}
+
+
+def clear() -> None:
+    """Forget the sweep: it has ended, and this process may run another or none."""
+    _STATE.update(records=None, tune_trials=set(), active=0, watch=None, limits=None)
 
 
 def register(sweep: Any, records: Any) -> None:

@@ -37,7 +37,9 @@ def first_milestone_seconds(history: Iterable[Mapping[str, Any]], spec: Spec) ->
     milestone = sched.rungs()[0] if sched.rungs() else sched.max_t
     reached: dict[str, float] = {}
     for row in history:
-        t, took = row.get(sched.time_attr), row.get("time_total_s")
+        if row.get("evaluated") is False:  # a log_every row: no rung is judged there
+            continue
+        t, took = row.get(sched.result_key), row.get("time_total_s")
         if t is None or took is None or row["trial_id"] in reached:
             continue
         try:

@@ -182,9 +182,11 @@ class ProgressCallback(Callback):
             self.log(f"trial {trial.trial_id} failed: {printable(row.get('error'))}")
             return
         unit = self.spec.scheduler.time_attr
+        where = (f"after {fmt_value(row.get('wall_s'))} s" if unit == "time"
+                 else f"at {unit} {fmt_value(row.get(unit + 's'))}")
         self.log(
-            f"trial {trial.trial_id} {row.get('status', 'ended')} at {unit} "
-            f"{fmt_value(row.get(unit + 's'))}: {printable(self.spec.objective.metric)} "
+            f"trial {trial.trial_id} {row.get('status', 'ended')} {where}: "
+            f"{printable(self.spec.objective.metric)} "
             f"{fmt_value(row.get('final_value'))} (best {fmt_value(row.get('best_value'))})"
         )
 

@@ -187,6 +187,8 @@ def replay_asha_rungs(scheduler: Any, history: Iterable[Mapping[str, Any]], spec
     for trial_id, rows in by_trial.items():
         trial = SimpleNamespace(trial_id=trial_id)
         for row in sorted(rows, key=lambda r: r.get("step") or 0):
+            if row.get("evaluated") is False:  # a log_every row: ASHA never saw it
+                continue
             t, value = row.get(time_attr), row.get(metric)
             if _missing(t) or _missing(value):
                 continue
@@ -216,6 +218,8 @@ def recorded_end(sweep: SweepDir, trial_id: str) -> dict[str, Any] | None:
         return None
     history = pd.read_parquet(sweep.history)
     rows = history[history.trial_id == trial_id]
+    if "evaluated" in rows:  # the last report, not a log_every row after it
+        rows = rows[rows.evaluated.fillna(True).astype(bool)]
     if rows.empty:
         return None
     last = rows.iloc[-1].dropna().to_dict()

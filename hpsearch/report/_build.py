@@ -231,32 +231,35 @@ class _Builder:
         if not top or self.metric not in history.columns:
             sec.blocks.append(Para("No learning curve to show yet."))
             return sec
-        x = data.time_attr if data.time_attr in history.columns and \
-            history[data.time_attr].notna().any() else "step"
+        x = data.time_key if data.time_key in history.columns and \
+            history[data.time_key].notna().any() else "step"
         train = "train_loss" in history.columns
         series = []
         status = dict(zip(data.trials["trial_id"].astype(str), data.trials["status"]))
+        evals = data.evals
         for tid in top:
-            rows = history[history["trial_id"].astype(str) == tid]
+            rows = evals[evals["trial_id"].astype(str) == tid]
             xs = pd.to_numeric(rows[x], errors="coerce").astype("float64")
             ys = pd.to_numeric(rows[self.metric], errors="coerce").astype("float64")
             ok = np.isfinite(xs) & np.isfinite(ys)
             s = {"label": f"{tid} ({status.get(tid)})", "x": xs[ok].tolist(),
                  "y": ys[ok].tolist(), "tx": [], "ty": []}
-            if train:
+            if train:  # every row: the evaluations and the log_every rows between them
+                rows = history[history["trial_id"].astype(str) == tid]
+                txs = pd.to_numeric(rows[x], errors="coerce").astype("float64")
                 ts = pd.to_numeric(rows["train_loss"], errors="coerce").astype("float64")
-                tok = np.isfinite(xs) & np.isfinite(ts)
-                s["tx"], s["ty"] = xs[tok].tolist(), ts[tok].tolist()
+                tok = np.isfinite(txs) & np.isfinite(ts)
+                s["tx"], s["ty"] = txs[tok].tolist(), ts[tok].tolist()
             series.append(s)
         sec.blocks.append(Para(
             f"The {len(top)} best trials. Left: {self.metric} at each evaluation. "
             + ("Right: the training loss at every row of the history, evaluations and "
                "logged steps alike. " if train else "")
-            + ("Dotted lines: ASHA's rungs." if data.rungs and x == data.time_attr else "")))
+            + ("Dotted lines: ASHA's rungs." if data.rungs and x == data.time_key else "")))
         sec.blocks += self.figure("curves", f"learning curves of the {len(top)} best trials",
                                   lambda: figures.curves(series, metric=self.metric,
                                                          x_label=x,
-                                                         rungs=data.rungs if x == data.time_attr
+                                                         rungs=data.rungs if x == data.time_key
                                                          else [], train=train))
         return sec
 

@@ -24,7 +24,7 @@ MIN_IMPORTANCE_TRIALS = 5
 
 def unit_name(data: SweepData) -> str:
     """The unit of ASHA's rungs as a plural word: ``epochs``, ``steps``."""
-    return data.time_attr + "s"
+    return data.time_unit + "s"
 
 
 def status_counts(trials) -> dict[str, int]:
@@ -69,14 +69,14 @@ def reached(data: SweepData):
     import pandas as pd
 
     trials = data.trials
-    column = {"epoch": "epochs", "step": "steps"}.get(data.time_attr)
+    column = {"epoch": "epochs", "step": "steps", "time": "wall_s"}.get(data.time_attr)
     if column in trials.columns:
         values = pd.to_numeric(trials[column], errors="coerce").astype("float64")
         return pd.Series(values.to_numpy(), index=trials["trial_id"].astype(str))
-    history = data.history
+    history = data.evals
     out = pd.Series(math.nan, index=trials["trial_id"].astype(str), dtype="float64")
-    if data.time_attr in history.columns and not history.empty:
-        got = pd.to_numeric(history[data.time_attr], errors="coerce").groupby(
+    if data.time_key in history.columns and not history.empty:
+        got = pd.to_numeric(history[data.time_key], errors="coerce").groupby(
             history["trial_id"].astype(str)).max()
         out.update(got)
     return out
@@ -179,7 +179,7 @@ def ledger(data: SweepData) -> Ledger:
         detail = _savings(data)
         saved_w = math.fsum(d["saved_worker_s"] for d in detail)
         saved_g = math.fsum(d["saved_gpu_s"] for d in detail)
-    unit = data.time_attr
+    unit = data.time_unit
     method = (
         f"For each trial ASHA stopped: its wall seconds per {unit}, times the {unit}s it "
         f"did not train (max_t {data.max_t} minus the {unit}s it reached), times its "
@@ -202,12 +202,12 @@ def _marginal_rates(data: SweepData) -> dict[str, float]:
     """Wall seconds per unit of ``time_attr`` between each trial's first and last report."""
     import pandas as pd
 
-    history = data.history
-    if data.time_attr not in history.columns or "time_total_s" not in history.columns:
+    history = data.evals
+    if data.time_key not in history.columns or "time_total_s" not in history.columns:
         return {}
     frame = pd.DataFrame({
         "trial_id": history["trial_id"].astype(str),
-        "t": pd.to_numeric(history[data.time_attr], errors="coerce"),
+        "t": pd.to_numeric(history[data.time_key], errors="coerce"),
         "s": pd.to_numeric(history["time_total_s"], errors="coerce"),
     }).dropna()
     rates = {}
@@ -281,7 +281,7 @@ def precision_table(data: SweepData, budget: tuple[float, Any] | None = None) ->
     column = precision_column(data)
     if column is None:
         return []
-    trials, history = data.trials, data.history
+    trials, history = data.trials, data.history  # training speed: the log_every rows too
     objective = data.objective
     got = reached(data)
     rows = []
@@ -339,14 +339,14 @@ def equal_budget(data: SweepData, *, min_trials: int = MIN_IMPORTANCE_TRIALS):
     import numpy as np
     import pandas as pd
 
-    trials, history = data.trials, data.history
+    trials, history = data.trials, data.evals
     metric = data.objective.metric
     params = data.params
     base = trials[["trial_id", *params]].assign(trial_id=trials["trial_id"].astype(str))
-    if data.time_attr in history.columns and metric in history.columns and not history.empty:
+    if data.time_key in history.columns and metric in history.columns and not history.empty:
         h = pd.DataFrame({
             "trial_id": history["trial_id"].astype(str),
-            "t": pd.to_numeric(history[data.time_attr], errors="coerce"),
+            "t": pd.to_numeric(history[data.time_key], errors="coerce"),
             "value": pd.to_numeric(history[metric], errors="coerce").astype("float64"),
             "order": np.arange(len(history)),
         }).dropna(subset=["t"])
@@ -376,7 +376,7 @@ def progress(data: SweepData):
     import numpy as np
     import pandas as pd
 
-    trials, history = data.trials, data.history
+    trials, history = data.trials, data.evals
     metric = data.objective.metric
     empty = pd.DataFrame(columns=["wall_h", "worker_h", "value", "best"])
     if history.empty or metric not in history.columns or "time_total_s" not in history.columns:
@@ -414,7 +414,7 @@ def failures(data: SweepData) -> list[dict[str, Any]]:
     """Trials that produced no usable model (failed, diverged, unsupported precision), or
     carry an error: ``trial_id``, ``status``, ``reached``, ``config``, ``error`` (the
     table's error line, else the harness's ``reason``)."""
-    trials, history = data.trials, data.history
+    trials, history = data.trials, data.evals
     bad = {st.FAILED, st.DIVERGED, st.UNSUPPORTED_PRECISION}
     reasons: dict[str, str] = {}
     if "reason" in history.columns:

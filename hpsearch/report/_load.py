@@ -44,6 +44,15 @@ class SweepData:
     history: Any
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def evals(self) -> Any:
+        """The history's evaluations: without the ``log_every`` rows (``evaluated`` False),
+        which hold training metrics only. ASHA and the study saw these rows alone."""
+        history = self.history
+        if "evaluated" not in history.columns:
+            return history
+        return history[history["evaluated"].fillna(True).astype(bool)]
+
     # --- what the space and manifest say, with fallbacks --------------------------------
 
     @property
@@ -70,7 +79,18 @@ class SweepData:
 
     @property
     def time_attr(self) -> str:
+        """ASHA's unit as the space names it: ``epoch``, ``step`` or ``time``."""
         return self.spec.scheduler.time_attr if self.spec is not None else "epoch"
+
+    @property
+    def time_key(self) -> str:
+        """The history column that holds :attr:`time_attr` (``time_total_s`` for ``time``)."""
+        return self.spec.scheduler.result_key if self.spec is not None else "epoch"
+
+    @property
+    def time_unit(self) -> str:
+        """:attr:`time_attr` as a word for people: ``epoch``, ``step`` or ``second``."""
+        return {"time": "second"}.get(self.time_attr, self.time_attr)
 
     @property
     def max_t(self) -> float | None:

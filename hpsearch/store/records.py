@@ -15,8 +15,8 @@ from typing import Any, Iterable, Mapping
 from hpsearch.space.spec import Objective, Spec
 from hpsearch.store import status as st
 
-__all__ = ["OBJECTIVE_MISSING", "TUNE_KEYS", "TrialRecords", "final_status", "history_row",
-           "sanitize_report"]
+__all__ = ["OBJECTIVE_MISSING", "TRAIN_LOG", "TUNE_KEYS", "TrialRecords", "final_status",
+           "history_row", "log_rows", "sanitize_report"]
 
 #: Set on a report that lacked the objective metric (it then carries the worst value):
 #: a trial whose every report had it never reported its objective, and fails.
@@ -29,6 +29,7 @@ TUNE_KEYS = frozenset(
         "node_ip", "pid", "should_checkpoint", "time_since_restore", "time_this_iter_s",
         "timestamp", "timesteps_since_restore", "timesteps_total", "episodes_total",
         "trial_id", "checkpoint_dir_name", "checkpoint_path", "checkpoint", OBJECTIVE_MISSING,
+        "train_log",
     }
 )
 
@@ -61,7 +62,33 @@ def history_row(trial_id: str, result: Mapping[str, Any]) -> dict[str, Any]:
         row[key] = value
     row.setdefault("step", result.get("training_iteration"))
     row.setdefault("epoch", None)
+    row["evaluated"] = True
     return row
+
+
+#: The harness's ``log_every`` rows, carried by the next report (``hpsearch.train.loop``).
+TRAIN_LOG = "train_log"
+
+
+def log_rows(trial_id: str, result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """History rows of the training metrics logged between two reports (``log_every``):
+    ``evaluated`` is False, and ``time_total_s`` is the report's less each row's age."""
+    logged = result.get(TRAIN_LOG)
+    if not isinstance(logged, list):
+        return []
+    total = result.get("time_total_s")
+    rows = []
+    for entry in logged:
+        if not isinstance(entry, Mapping):
+            continue
+        row: dict[str, Any] = {"trial_id": trial_id}
+        row.update({k: v for k, v in entry.items() if k != "age_s" and _is_scalar(v)})
+        age = entry.get("age_s")
+        row["time_total_s"] = (total - age if isinstance(total, (int, float))
+                               and isinstance(age, (int, float)) else None)
+        row["evaluated"] = False
+        rows.append(row)
+    return rows
 
 
 def final_status(
@@ -145,11 +172,10 @@ class TrialRecords:
             return
         self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": st.RUNNING})
+        for logged in log_rows(trial_id, result):
+            self._append(logged)
         hist = history_row(trial_id, result)
-        key = (trial_id, hist.get("step"))
-        if key not in self._seen_steps:  # a restarted trial may repeat a report
-            self._seen_steps.add(key)
-            self.history.append(hist)
+        self._append(hist)
         objective = self.spec.objective
         value = result.get(objective.metric)
         if not result.get(OBJECTIVE_MISSING):
@@ -167,6 +193,12 @@ class TrialRecords:
             row["precision_used"] = result.get("precision")
         if result.get("checkpoint_path"):
             row["checkpoint"] = result["checkpoint_path"]
+
+    def _append(self, hist: dict[str, Any]) -> None:
+        key = (hist["trial_id"], hist.get("step"), hist.get("evaluated") is not False)
+        if key not in self._seen_steps:  # a restarted trial may repeat a report
+            self._seen_steps.add(key)
+            self.history.append(hist)
 
     def end(
         self,
@@ -237,7 +269,8 @@ class TrialRecords:
 
     def _never_reported(self, row: Mapping[str, Any]) -> str:
         metric = self.spec.objective.metric
-        keys = {"trial_id", "step", "epoch", "time_total_s", "training_iteration", metric}
+        keys = {"trial_id", "step", "epoch", "time_total_s", "training_iteration", "evaluated",
+                metric}
         names = ", ".join(sorted(k for k in row.get("last") or {} if k not in keys)) or "none"
         return (f"TrainableError: {self.spec.trainable} never reported the objective metric "
                 f"{metric!r}; it reported: {names}. Report it with "
@@ -254,11 +287,12 @@ class TrialRecords:
         last: dict[str, dict[str, Any]] = {}
         for row in history:
             row = {k: v for k, v in row.items() if not _is_nan(v)}
-            key = (row["trial_id"], row.get("step"))
+            key = (row["trial_id"], row.get("step"), row.get("evaluated") is not False)
             if key not in self._seen_steps:
                 self._seen_steps.add(key)
                 self.history.append(row)
-                last[row["trial_id"]] = row
+                if row.get("evaluated") is not False:  # a report, not a log_every row
+                    last[row["trial_id"]] = row
         for tid, row in self.trials.items():
             if tid in last:
                 row["last"] = last[tid]

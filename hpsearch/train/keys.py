@@ -87,6 +87,7 @@ KEYS: Mapping[str, Key] = _keys(
     Key("epochs", "int", low=1),
     Key("max_steps", "int", low=1),
     Key("eval_every", "int", low=1),
+    Key("log_every", "int", low=1),
     Key("eval_batch_size", "int", low=1),
     Key("seed", "int"),
     Key("loss_scale_init", "float", low=0.0, low_open=True),
@@ -121,6 +122,7 @@ class HarnessConfig:
     epochs: int | None = None
     max_steps: int | None = None
     eval_every: int | None = None
+    log_every: int | None = None
     eval_batch_size: int | None = None
     seed: int = 0
     loss_scale_init: float = 2.0**16

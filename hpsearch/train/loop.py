@@ -28,6 +28,12 @@ Config keys the loop reads (all others are passed through to the workload untouc
                               The cosine reaches ``min_lr`` at the end of the budget.
 ``eval_every``                Evaluate and report every this many steps. Default: at the end
                               of every epoch. The end of the budget always reports.
+``log_every``                 Also record the training metrics (no evaluation) every this
+                              many steps: ``train_loss``, ``lr``, ``grad_norm``,
+                              ``samples_per_s``, ``peak_mem_mb``. They ride along with the
+                              next report as ``train_log`` (a list of dicts, each with
+                              ``age_s``: seconds before that report); reports and ASHA's
+                              decisions stay where they are. Default: none.
 ``eval_batch_size``           Per-worker batch size for evaluation. Default: the training
                               per-worker batch size.
 ``seed``                      Seeds model init, data order and every generator. Default 0.
@@ -216,6 +222,8 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             "skipped_steps": _skipped_steps(step, optimizer, scaler),
             "status": status,
         }
+        if log_rows:
+            metrics["train_log"] = take_log()
         checkpoint_dir = None
         if checkpoint and cfg.checkpoint_every > 0:
             # Every rank's generator states go in, so a resumed DDP run redraws the same masks.
@@ -238,6 +246,15 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
         session.report(metrics, checkpoint_dir=checkpoint_dir)
         return metrics
 
+    log_rows: list[dict[str, Any]] = []  # log_every rows since the last report
+
+    def take_log() -> list[dict[str, Any]]:
+        now = time.perf_counter()
+        rows = [{**{k: v for k, v in r.items() if k != "_at"}, "age_s": now - r["_at"]}
+                for r in log_rows]
+        log_rows.clear()
+        return rows
+
     first_loss: float | None = None  # the first step's loss: what "exploded" is measured against
     if resume_dir is not None:
         first_loss = state.get("first_loss")
@@ -252,9 +269,11 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
     window_sum = torch.zeros((), device=device)  # the divergence check's window
     window_steps = 0
     steps_since_report = 0
+    log_sum = torch.zeros((), device=device)  # log_every's window
+    log_steps = 0
     grad_norm = torch.full((), math.nan)
     lr = cfg.lr
-    started = time.perf_counter()
+    started = log_started = time.perf_counter()
     while True:
         sampler.set_epoch(epoch)
         if hasattr(train_set, "set_epoch"):
@@ -277,10 +296,11 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
                 or (cfg.eval_every is not None and step % cfg.eval_every == 0)
                 or (cfg.eval_every is None and batch_in_epoch == steps_per_epoch)
             )
+            log_now = not report_now and cfg.log_every is not None and step % cfg.log_every == 0
             if cfg.grad_clip > 0:
                 scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
                 grad_norm = nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            elif report_now:
+            elif report_now or log_now:
                 scaler.unscale_(optimizer)
                 grad_norm = _total_norm(params)
             scaler.step(optimizer)
@@ -289,9 +309,26 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             loss_sum += loss.detach()  # stays on the device: no sync per step
             window_sum += loss.detach()
             window_steps += 1
+            log_sum += loss.detach()
+            log_steps += 1
             if first_loss is None:  # one sync, once: the loss before any update counted
                 first_loss = _global_mean(loss.detach(), 1, world_size)
 
+            if log_now:  # one sync for the loss; the rest is already on the host
+                now = time.perf_counter()
+                log_loss = _global_mean(log_sum, log_steps, world_size)
+                reason = _divergence(log_loss, first_loss, cfg, step - log_steps + 1, step)
+                if reason:  # checked as a window's loss would be: it is on the host already
+                    return _diverge(session, step, epoch, batch_in_epoch, steps_per_epoch, cfg, lr, optimizer,
+                                    scaler, log_loss, metrics, reason, take_log())
+                log_rows.append({
+                    "step": step, "epoch": _epochs_done(epoch, batch_in_epoch, steps_per_epoch),
+                    "lr": lr, "train_loss": log_loss, "grad_norm": float(grad_norm),
+                    "samples_per_s": log_steps * per_worker_batch * world_size / max(now - log_started, 1e-9),
+                    "peak_mem_mb": _peak_mem_mb(device), "_at": now,
+                })
+                log_sum.zero_()
+                log_steps, log_started = 0, now
             if not report_now:
                 if step % cfg.diverge_window == 0:  # one sync per window
                     window_loss = _global_mean(window_sum, window_steps, world_size)
@@ -300,7 +337,7 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
                     window_steps = 0
                     if reason:
                         return _diverge(session, step, epoch, batch_in_epoch, steps_per_epoch, cfg, lr, optimizer,
-                                        scaler, window_loss, metrics, reason)
+                                        scaler, window_loss, metrics, reason, take_log())
                 continue
 
             train_loss = _global_mean(loss_sum, steps_since_report, world_size)  # syncs the device
@@ -308,7 +345,7 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             reason = _divergence(train_loss, first_loss, cfg, step - steps_since_report + 1, step)
             if reason:
                 return _diverge(session, step, epoch, batch_in_epoch, steps_per_epoch, cfg, lr, optimizer,
-                                scaler, train_loss, metrics, reason)
+                                scaler, train_loss, metrics, reason, take_log())
             done = step >= total_steps
             metrics = report(
                 "completed" if done else "running",
@@ -322,6 +359,8 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             if done:
                 return TrainResult("completed", step, metrics["epoch"], metrics)
             loss_sum.zero_()
+            log_sum.zero_()
+            log_steps, log_started = 0, time.perf_counter()
             if step % cfg.diverge_window == 0:  # this report's check covered the window
                 window_sum.zero_()
                 window_steps = 0
@@ -347,12 +386,15 @@ def _divergence(loss: float, first_loss: float | None, cfg: HarnessConfig, first
 
 def _diverge(session: Session, step: int, epoch: int, batch_in_epoch: int, steps_per_epoch: int,
              cfg: HarnessConfig, lr: float, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-             train_loss: float, previous: Mapping[str, Any], reason: str) -> TrainResult:
+             train_loss: float, previous: Mapping[str, Any], reason: str,
+             log: list[dict[str, Any]]) -> TrainResult:
     done = _epochs_done(epoch, batch_in_epoch, steps_per_epoch)
     metrics = _final_metrics(step, done, cfg, "diverged", reason)
     metrics.update(lr=lr, train_loss=train_loss, skipped_steps=_skipped_steps(step, optimizer, scaler))
     # The workload's metrics keep their columns, as NaN: the weights are no longer meaningful.
     metrics.update({k: math.nan for k in previous if k.startswith("val_") and k not in metrics})
+    if log:
+        metrics["train_log"] = log
     session.report(metrics)
     return TrainResult("diverged", step, done, metrics, reason)
 

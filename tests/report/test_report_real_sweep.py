@@ -27,6 +27,7 @@ SPACE = """\
       lr: {type: float, low: 1.0e-3, high: 3.0e-2, log: true}
       precision: {type: categorical, choices: [fp32, bf16]}
       batch_size: 64
+      log_every: 8
     search: {algorithm: random, seed: 3}
     scheduler: {type: asha, time_attr: epoch, max_t: 3, grace_period: 1, reduction_factor: 3}
     trials: {num: 4, max_concurrent: 2}
@@ -75,6 +76,15 @@ def test_report_of_a_real_sweep(tmp_path, no_ray_running):
     assert f"lr={best.lr:.4g}" in config and f"precision={best.precision}" in config
     rerun = next(ln for ln in md.splitlines() if ln.startswith("| **Rerun it**"))
     assert f"--set lr={float(best.lr)!r}" in rerun
+
+    # log_every rows sit between the reports; ASHA and the table saw the reports only.
+    history = hpsearch.read_history(sweep)
+    evals = history[history.evaluated]
+    assert evals.groupby("trial_id").size().to_dict() == \
+        trials.set_index("trial_id").epochs.astype(int).to_dict()
+    logged = history[~history.evaluated]
+    assert len(logged) >= 2 * len(trials) and logged.val_loss.isna().all()
+    assert set(logged.step % 8) == {0} and logged.train_loss.notna().all()
 
     book = ledger(load_sweep(sweep))
     assert book.worker_s == pytest.approx(trials.worker_s.sum(), rel=1e-12) and book.worker_s > 0

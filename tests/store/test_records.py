@@ -96,3 +96,28 @@ def test_printed_user_strings_have_their_control_characters_escaped():
     assert printable("fp16\x1b[31m!\r") == "fp16\\x1b[31m!\\r"
     assert printable("lr=0.01, précision") == "lr=0.01, précision"
     assert math.isnan(float(printable(float("nan"))))
+
+
+def test_log_every_rows_join_the_history_between_reports_and_never_rank_the_trial():
+    records = TrialRecords(make_spec("fifo"))
+    records.start("a", {"lr": 0.01})
+    log = [{"step": 5, "epoch": 0.5, "train_loss": 0.01, "lr": 1e-3, "age_s": 3.0},
+           {"step": 8, "epoch": 0.8, "train_loss": 0.02, "lr": 1e-3, "age_s": 1.0}]
+    records.result("a", {"step": 10, "epoch": 1, "val_mse": 0.5, "train_loss": 0.9,
+                         "time_total_s": 10.0, "train_log": log})
+    records.result("a", {"step": 20, "epoch": 2, "val_mse": 0.7, "time_total_s": 20.0})
+    rows = records.history
+    assert [(r["step"], r["evaluated"]) for r in rows] == [(5, False), (8, False), (10, True),
+                                                           (20, True)]
+    assert [r["time_total_s"] for r in rows] == [7.0, 9.0, 10.0, 20.0]
+    assert "train_log" not in rows[2] and "val_mse" not in rows[0]
+    row = records.trials["a"]
+    assert (row["best_value"], row["best_step"], row["final_value"]) == (0.5, 10, 0.7)
+    # A resumed sweep's last report is the last evaluation, whatever the log rows say.
+    again = TrialRecords(make_spec("fifo"))
+    again.load([{"trial_id": "a", "status": "running"}], rows[:3] + [dict(rows[0], step=12)])
+    assert again.trials["a"]["last"]["step"] == 10
+    # A repeated report (a restarted trial) adds nothing; a log row and a report may share a step.
+    records.result("a", {"step": 20, "epoch": 2, "val_mse": 0.7, "time_total_s": 20.0,
+                         "train_log": [{"step": 20, "epoch": 2, "train_loss": 0.3, "age_s": 0}]})
+    assert [(r["step"], r["evaluated"]) for r in records.history][-2:] == [(20, True), (20, False)]

@@ -263,3 +263,48 @@ def test_epoch_batches_follow_distributed_sampler_order(n, world_size):
             chunks = _index_chunks(sampler, 2)
             got = torch.cat(chunks).tolist() if chunks else []
             assert got == expected[: len(expected) // 2 * 2]
+
+
+def test_log_every_records_training_between_reports_without_changing_training():
+    config = {"lr": 3e-3, "epochs": 2, "warmup_steps": 20, "grad_clip": 0.0}
+    _, plain = run(config)
+    _, logged = run({**config, "log_every": 5})
+    # Same training and the same evaluations: logging neither evaluates nor perturbs.
+    assert comparable([{k: v for k, v in r.items() if k != "train_log"} for r in logged]) \
+        == comparable(plain)
+    steps = [[row["step"] for row in r["train_log"]] for r in logged]
+    assert steps == [[5, 10, 15, 20], [25, 30, 35, 40]]  # 22 and 44 are the reports
+    rows = [row for r in logged for row in r["train_log"]]
+    assert all(set(row) == {"step", "epoch", "lr", "train_loss", "grad_norm", "samples_per_s",
+                            "peak_mem_mb", "age_s"} for row in rows)
+    assert all(math.isfinite(row["train_loss"]) and row["grad_norm"] > 0 for row in rows)
+    assert [row["epoch"] for row in rows[:2]] == pytest.approx([5 / 22, 10 / 22])
+    # The warmup is visible between the evaluations: lr rises over the first 20 steps.
+    from hpsearch.train import lr_at
+
+    assert [row["lr"] for row in rows[:4]] == pytest.approx(
+        [lr_at(s - 1, lr=3e-3, warmup_steps=20, total_steps=44, min_lr=3e-4) for s in (5, 10, 15, 20)])
+    assert all(row["age_s"] >= 0 for row in rows)
+    assert rows[0]["age_s"] > rows[3]["age_s"]  # older rows are older
+
+
+def test_a_log_point_catches_divergence_and_its_rows_go_with_the_last_report():
+    def loss_that_blows_up_at_step_12(model, batch, seen=[]):
+        x, y = batch
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        if model.training:
+            seen.append(1)
+            if len(seen) >= 12:
+                return loss * math.inf, logits
+        return loss, logits
+
+    workload = Workload(digits.build_model, digits.build_data, loss=loss_that_blows_up_at_step_12,
+                        metrics=digits.WORKLOAD.metrics)
+    _, reports = run({"lr": 3e-3, "epochs": 2, "log_every": 4, "diverge_window": 16}, workload)
+    assert [r["status"] for r in reports] == ["diverged"]
+    last = reports[-1]
+    # Caught at the log point of step 12, before the divergence window's step 16.
+    assert last["step"] == 12 and not math.isfinite(last["train_loss"])
+    assert [row["step"] for row in last["train_log"]] == [4, 8]
+    assert all(math.isfinite(row["train_loss"]) for row in last["train_log"])

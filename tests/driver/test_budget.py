@@ -1,0 +1,47 @@
+"""The start limits' deadline estimate: when each trial reached its first rung (no Ray)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpsearch.driver.budget import first_milestone_seconds
+from hpsearch.space import parse_space
+
+SPACE = {
+    "name": "t", "trainable": "digits", "objective": {"metric": "val_loss", "mode": "min"},
+    "params": {"lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}},
+    "trials": {"num": 8},
+}
+
+
+def spec(**scheduler):
+    params = {**SPACE["params"], "epochs": 20} if scheduler["time_attr"] == "time" else SPACE["params"]
+    return parse_space({**SPACE, "params": params, "scheduler": {"type": "asha", **scheduler}})
+
+
+def row(tid, t_total, evaluated=True, **values):
+    return {"trial_id": tid, "time_total_s": t_total, "evaluated": evaluated, **values}
+
+
+def test_epoch_rungs_take_the_median_time_to_the_first_rung_from_reports_only():
+    s = spec(time_attr="epoch", max_t=9, grace_period=1, reduction_factor=3)
+    history = [
+        row("a", 4.0, epoch=0.5, evaluated=False),  # a log_every row: never a rung
+        row("a", 9.0, epoch=1), row("a", 20.0, epoch=2),
+        row("b", 30.0, epoch=1.4, evaluated=False),  # logged past the rung, before its report
+        row("b", 31.0, epoch=2),
+        row("c", 5.0, epoch=0.5),
+    ]
+    assert first_milestone_seconds(history, s) == pytest.approx((9.0 + 31.0) / 2)
+
+
+def test_time_rungs_read_the_seconds_column():
+    s = spec(time_attr="time", max_t=90, grace_period=10, reduction_factor=3)
+    history = [row("a", 12.0, epoch=1), row("b", 8.0, epoch=1), row("b", 16.0, epoch=2),
+               row("c", 11.0, epoch=1)]
+    assert first_milestone_seconds(history, s) == pytest.approx(np_median([12.0, 16.0, 11.0]))
+
+
+def np_median(values):
+    values = sorted(values)
+    return values[len(values) // 2]

@@ -249,7 +249,9 @@ class _Builder:
                 txs = pd.to_numeric(rows[x], errors="coerce").astype("float64")
                 ts = pd.to_numeric(rows["train_loss"], errors="coerce").astype("float64")
                 tok = np.isfinite(txs) & np.isfinite(ts)
-                s["tx"], s["ty"] = txs[tok].tolist(), ts[tok].tolist()
+                order = np.argsort(txs[tok].to_numpy(), kind="stable")  # rows of both kinds
+                s["tx"] = txs[tok].to_numpy()[order].tolist()
+                s["ty"] = ts[tok].to_numpy()[order].tolist()
             series.append(s)
         sec.blocks.append(Para(
             f"The {len(top)} best trials. Left: {self.metric} at each evaluation. "

@@ -90,21 +90,26 @@ def test_grad_norm_is_reported_with_clipping_disabled():
     assert math.isfinite(reports[0]["grad_norm"]) and reports[0]["grad_norm"] > 0
 
 
-def test_nonfinite_loss_ends_the_trial_with_one_diverged_report():
-    training_steps = []
+def digits_blowing_up_at(step: int, training_steps: list) -> Workload:
+    """digits whose training loss becomes infinite from training step ``step`` on; each
+    training step appends to ``training_steps``."""
 
-    def loss_that_blows_up_at_step_25(model, batch):
+    def loss(model, batch):
         x, y = batch
         logits = model(x)
-        loss = nn.functional.cross_entropy(logits, y)
+        value = nn.functional.cross_entropy(logits, y)
         if model.training:
             training_steps.append(1)
-            if len(training_steps) >= 25:
-                return loss * math.inf, logits
-        return loss, logits
+            if len(training_steps) >= step:
+                return value * math.inf, logits
+        return value, logits
 
-    workload = Workload(digits.build_model, digits.build_data, loss=loss_that_blows_up_at_step_25,
-                        metrics=digits.WORKLOAD.metrics)
+    return Workload(digits.build_model, digits.build_data, loss=loss, metrics=digits.WORKLOAD.metrics)
+
+
+def test_nonfinite_loss_ends_the_trial_with_one_diverged_report():
+    training_steps = []
+    workload = digits_blowing_up_at(25, training_steps)
     result, reports = run({"lr": 3e-3, "epochs": 5}, workload)
     assert [r["status"] for r in reports] == ["running", "diverged"]
     last = reports[-1]
@@ -289,18 +294,7 @@ def test_log_every_records_training_between_reports_without_changing_training():
 
 
 def test_a_log_point_catches_divergence_and_its_rows_go_with_the_last_report():
-    def loss_that_blows_up_at_step_12(model, batch, seen=[]):
-        x, y = batch
-        logits = model(x)
-        loss = nn.functional.cross_entropy(logits, y)
-        if model.training:
-            seen.append(1)
-            if len(seen) >= 12:
-                return loss * math.inf, logits
-        return loss, logits
-
-    workload = Workload(digits.build_model, digits.build_data, loss=loss_that_blows_up_at_step_12,
-                        metrics=digits.WORKLOAD.metrics)
+    workload = digits_blowing_up_at(12, [])
     _, reports = run({"lr": 3e-3, "epochs": 2, "log_every": 4, "diverge_window": 16}, workload)
     assert [r["status"] for r in reports] == ["diverged"]
     last = reports[-1]

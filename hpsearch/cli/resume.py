@@ -1,4 +1,5 @@
-"""``hpsearch resume NAME``: continue a sweep whose driver died or was interrupted."""
+"""``hpsearch resume NAME``: continue a sweep whose driver died or was interrupted, or
+extend a finished one."""
 
 from __future__ import annotations
 
@@ -12,19 +13,49 @@ from hpsearch.cli._common import handle_errors
 @click.option("--storage", help="Directory holding sweeps (default: $HPSEARCH_STORAGE, "
                                 "else ./runs).")
 @click.option("--address", envvar="RAY_ADDRESS", help="Ray cluster address.")
+@click.option("--trials", type=click.IntRange(min=1),
+              help="Raise the number of trials to this (trials.num).")
+@click.option("--time-budget", metavar="DURATION", help="A new time budget, e.g. 90m, 2h.")
+@click.option("--deadline", metavar="TIME",
+              help="A new deadline: 18:00 or 2026-12-01T18:00. Without it, the sweep's own "
+                   "deadline applies if it is still ahead.")
+@click.option("--max-concurrent", type=click.IntRange(min=1),
+              help="Trials at once (default: the cap the sweep ran with, if any).")
+@click.option("--report", "report", is_flag=True,
+              help="Write <sweep>/report.html and report.md at the end, however it ends.")
+@click.option("--notify", metavar="CMD",
+              help="Run CMD once at the end, however it ends (HPSEARCH_* variables set).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Ray's own logs.")
 @handle_errors
-def resume(name, storage, address, verbose):
+def resume(name, storage, address, trials, time_budget, deadline, max_concurrent, report,
+           notify, verbose):
     """Continue sweep NAME: finished trials are kept, running ones restart from their
-    latest checkpoint, and the Optuna study carries on."""
+    latest checkpoint, and the Optuna study carries on. With --trials, --time-budget or
+    --deadline, a finished sweep goes on further.
+
+    Exit codes as for `hpsearch run`."""
     import sys
 
-    from hpsearch.cli.run import print_summary
+    from hpsearch.cli.run import _status_of, print_summary
     from hpsearch.driver.sweep import resume_sweep
     from hpsearch.space import load_space
     from hpsearch.store.layout import SweepDir, default_storage
 
-    result = resume_sweep(name, storage=default_storage(storage), address=address,
-                          verbose=verbose)
-    print_summary(result, load_space(SweepDir.of(result.sweep_dir).space))
+    sweep, status = None, "crashed"
+    try:
+        sweep = SweepDir.at(default_storage(storage), name)
+        result = resume_sweep(name, storage=default_storage(storage), address=address,
+                              trials=trials, time_budget=time_budget, deadline=deadline,
+                              max_concurrent=max_concurrent, verbose=verbose)
+        status = result.status
+        print_summary(result, load_space(SweepDir.of(result.sweep_dir).space))
+    except BaseException as exc:
+        status = _status_of(exc)
+        raise
+    finally:
+        if report or notify:
+            from hpsearch.driver.notify import finish_run
+
+            finish_run(sweep if sweep is not None and sweep.exists() else None,
+                       status=status, report=report, notify=notify)
     sys.exit(result.exit_code)

@@ -28,6 +28,7 @@ class Cluster:
     address: str
     env: dict[str, str]
     nodes: list[subprocess.Popen] = field(default_factory=list)
+    dashboard_port: int | None = None
 
     def kill(self) -> None:
         """Every node at once, as a power cut would (SIGKILL to each node's processes)."""
@@ -86,7 +87,8 @@ def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
     cluster = Cluster(address, env)
     head_args = ["--head", f"--port={port}", f"--include-dashboard={str(dashboard).lower()}"]
     if dashboard:
-        head_args.append(f"--dashboard-port={free_port()}")
+        cluster.dashboard_port = free_port()
+        head_args.append(f"--dashboard-port={cluster.dashboard_port}")
     try:
         cluster.nodes.append(_ray_start(head_args + nodes[0], env))
         _wait_for_nodes(address, env, 1)

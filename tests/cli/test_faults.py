@@ -180,3 +180,36 @@ def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, no_ra
     per_epoch = steps[0]
     assert steps == [per_epoch * e for e in range(1, 21)]
     assert reported_before < 20
+
+
+def test_a_copied_sweep_resumes_as_itself_and_the_original_is_untouched(tmp_path, no_ray_running,
+                                                                        leftover_ray):
+    import hashlib
+    import shutil
+
+    space = tmp_path / "faults.yaml"
+    space.write_text(textwrap.dedent(SPACE).replace("num: 6", "num: 2")
+                     .replace("max_t: 9, grace_period: 1", "max_t: 1, grace_period: 1"))
+    first = subprocess.run([sys.executable, "-m", "hpsearch", "run", str(space)], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    original = tmp_path / "runs" / "faults"
+    copy = tmp_path / "elsewhere" / "faults-copy"
+    shutil.copytree(original, copy, symlinks=True)
+
+    def snapshot(root: Path) -> dict[str, str]:
+        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+    before = snapshot(original)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "resume", "faults-copy", "--trials", "4",
+         "--storage", str(copy.parent)], cwd=tmp_path, capture_output=True, text=True,
+        timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert snapshot(original) == before  # not a byte of the original changed
+    trials = hpsearch.read_trials(copy)
+    assert len(trials) == 4 and trials.trial_id.is_unique
+    assert set(hpsearch.read_trials(original).trial_id) < set(trials.trial_id)
+    assert_study_matches_tables(SweepDir(copy).path, "faults")
+    assert not leftover_ray()

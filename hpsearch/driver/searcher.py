@@ -47,8 +47,8 @@ from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import OBJECTIVE_MISSING, final_status
 
-__all__ = ["STUDY_STATE", "SweepSearcher", "load_sweep_study", "open_study_storage",
-           "study_outcome", "study_step"]
+__all__ = ["STUDY_STATE", "SweepSearcher", "check_sweep_study", "load_sweep_study",
+           "open_study_storage", "study_outcome", "study_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,43 @@ def load_sweep_study(sweep: SweepDir) -> optuna.Study | None:
         return None
     name = sweep.name if sweep.name in names else names[0]
     return optuna.load_study(study_name=name, storage=storage)
+
+
+def check_sweep_study(sweep: SweepDir, linked: Iterable[int]) -> None:
+    """Check, before a resume changes anything, that the sweep's study can be read and
+    holds every Optuna trial the trial table links to (``linked``: its ``optuna_trial``
+    numbers). A garbled or truncated journal otherwise reads as an empty study, and the
+    resume would carry on with a searcher that knows nothing.
+
+    Raises:
+        DamagedSweepError: The study file is missing, unreadable or short of trials.
+    """
+    from hpsearch.errors import DamagedSweepError
+
+    linked = set(linked)
+    path = sweep.optuna if sweep.optuna.exists() or not sweep.optuna_sqlite.exists() \
+        else sweep.optuna_sqlite
+    problem = None
+    if not path.exists():
+        problem = "it is missing" if linked else None
+    else:
+        try:
+            study = load_sweep_study(sweep)
+        except Exception as exc:  # noqa: BLE001 - any reader error means the same here
+            problem = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        else:
+            held = set() if study is None else {t.number for t in study.get_trials(deepcopy=False)}
+            if study is None:
+                problem = "it holds no study"
+            elif linked - held:
+                problem = (f"it holds {len(held)} trial(s) but the trial table links "
+                           f"{len(linked)}")
+    if problem is not None:
+        raise DamagedSweepError(
+            f"{path.name} of sweep {sweep.name!r} cannot be used ({problem}); nothing was "
+            f"changed. The tables are intact: start a new sweep that learns from this one "
+            f"(`hpsearch run SPACE --warm-start {sweep.name}`), or restore {path.name} from "
+            "a backup and resume again.")
 
 
 class SweepSearcher(OptunaSearch):

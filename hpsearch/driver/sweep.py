@@ -314,6 +314,7 @@ def resume_sweep(
         stop_orphaned_local_ray,
     )
     from hpsearch.driver.runners import resolve_runner
+    from hpsearch.driver.searcher import check_sweep_study
     from hpsearch.space import load_space
     from hpsearch.store.records import TrialRecords
     from hpsearch.store.tables import load_tables
@@ -340,6 +341,8 @@ def resume_sweep(
         max_concurrent = plan_record.get("max_concurrent")
     records = TrialRecords(spec)
     records.load(*load_tables(sweep))  # read and checked before anything is changed
+    check_sweep_study(sweep, (int(row["optuna_trial"]) for row in records.trials.values()
+                              if row.get("optuna_trial") is not None))
     runner = resolve_runner(spec)
     stopped = stop_orphaned_local_ray(manifest)
     if stopped:

@@ -164,3 +164,54 @@ def test_resume_of_a_sweep_with_a_corrupt_manifest_is_one_line_and_deletes_nothi
     code, _, err = cli("resume", "s", "--storage", str(storage / "runs"), cwd=storage)
     assert code == 2 and "cannot be read" in one_error_line(err)
     assert (sweep / ".trials.parquet.tmp-1").exists()
+
+
+def journal_with_trials(sweep, name: str, n: int) -> None:
+    """A real Optuna journal study named ``name`` holding ``n`` finished trials."""
+    import optuna
+
+    from hpsearch.driver.searcher import open_study_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=name, storage=open_study_storage(sweep))
+    for i in range(n):
+        study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=float(i)))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "short", "missing"])
+def test_a_damaged_study_is_found_before_a_resume_changes_anything(tmp_path, damage):
+    from hpsearch.driver.searcher import check_sweep_study
+    from hpsearch.errors import DamagedSweepError
+    from hpsearch.store.layout import SweepDir
+
+    sweep = SweepDir(tmp_path / "s")
+    sweep.path.mkdir()
+    journal_with_trials(sweep, "s", 3)
+    check_sweep_study(sweep, [0, 1, 2])  # whole: fine
+    data = sweep.optuna.read_bytes()
+    if damage == "garbage":
+        sweep.optuna.write_text("garbage{{{\n")
+    elif damage == "truncated":  # cut inside the first record: no study left
+        sweep.optuna.write_bytes(data[:60])
+    elif damage == "short":  # whole records, but fewer trials than the table links
+        sweep.optuna.write_bytes(b"".join(data.splitlines(keepends=True)[:3]))
+    else:
+        sweep.optuna.unlink()
+    before = sweep.optuna.read_bytes() if sweep.optuna.exists() else None
+    with pytest.raises(DamagedSweepError, match=r"optuna\.journal of sweep 's' cannot be used"):
+        check_sweep_study(sweep, [0, 1, 2])
+    assert (sweep.optuna.read_bytes() if sweep.optuna.exists() else None) == before
+
+
+def test_resume_of_a_sweep_whose_study_is_garbled_is_one_line_and_changes_nothing(storage):
+    from synthetic_sweep import make_sweep
+
+    sweep = make_sweep(storage / "runs", "s", n=4)
+    sweep.optuna.write_text("garbage{{{\n")
+    before = {p: p.read_bytes() for p in sweep.path.rglob("*") if p.is_file()}
+    code, _, err = cli("resume", "s", "--trials", "6", "--storage", str(storage / "runs"),
+                       cwd=storage)
+    line = one_error_line(err)
+    assert code == 2 and "optuna.journal of sweep 's' cannot be used" in line
+    assert "--warm-start s" in line
+    assert {p: p.read_bytes() for p in sweep.path.rglob("*") if p.is_file()} == before

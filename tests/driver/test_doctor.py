@@ -9,8 +9,9 @@ import os
 
 import pytest
 
-from hpsearch.driver import doctor
-from hpsearch.driver.doctor import DoctorReport, diagnose, nccl_interfaces
+from hpsearch.driver import doctor_node
+from hpsearch.driver.doctor import DoctorReport
+from hpsearch.driver.doctor_rules import diagnose, nccl_interfaces
 
 DRIVER = {"python": "3.11.9", "ray": "2.60.0", "hpsearch": "0.1.0"}
 
@@ -132,6 +133,17 @@ def test_warnings_do_not_count_as_problems():
     assert any("minor-version compatibility" in w for w in warnings)
 
 
+def test_nccl_settings_that_differ_from_the_heads_are_a_warning():
+    head = gpu_node("aaaaaaaa11", head=True, net__env={"NCCL_SOCKET_IFNAME": "eth0"})
+    bare = gpu_node("bbbbbbbb22", ip="10.0.0.6")
+    same = gpu_node("cccccccc33", ip="10.0.0.7", net__env={"NCCL_SOCKET_IFNAME": "eth0",
+                                                           "NCCL_DEBUG": "INFO"})
+    problems, warnings = findings([head, bare, same])
+    assert problems == []
+    assert warnings == ["node bbbbbbbb (gpu-bb, 10.0.0.6): NCCL_SOCKET_IFNAME=(unset) but eth0 "
+                        "on the head node: set NCCL_* in every node's `ray start` environment"]
+
+
 def test_a_storage_that_does_not_exist_yet_anywhere_is_checked_at_its_parent():
     nodes = cluster()
     for node in nodes:
@@ -176,14 +188,14 @@ def test_the_report_prints_each_node_then_one_line_per_problem():
 
 
 def test_storage_facts_of_a_writable_directory_leave_nothing_behind(tmp_path):
-    facts = doctor._storage(str(tmp_path))
+    facts = doctor_node.storage_facts(str(tmp_path))
     assert facts["exists"] and facts["writable"] and facts["error"] is None
     assert facts["free"] > 0 and facts["mount"] and os.path.ismount(facts["mount"])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_storage_facts_of_a_missing_directory_check_its_parent(tmp_path):
-    facts = doctor._storage(str(tmp_path / "runs" / "deeper"))
+    facts = doctor_node.storage_facts(str(tmp_path / "runs" / "deeper"))
     assert not facts["exists"] and facts["checked"] == str(tmp_path) and facts["writable"]
 
 
@@ -193,16 +205,16 @@ def test_storage_facts_of_an_unwritable_directory_say_why(tmp_path):
     else:
         target = str(tmp_path / "ro")
         os.mkdir(target, 0o555)
-    facts = doctor._storage(target)
+    facts = doctor_node.storage_facts(target)
     assert facts["exists"] and not facts["writable"]
     assert facts["error"].startswith(f"cannot write to {target}: ")
 
 
 def test_a_marker_written_is_read_back_and_removed(tmp_path):
-    doctor.write_marker(str(tmp_path), ".hpsearch-doctor-x", "hello\n")
-    assert doctor.read_marker(str(tmp_path / ".hpsearch-doctor-x")) == "hello\n"
-    doctor.remove_marker(str(tmp_path), ".hpsearch-doctor-x")
-    assert doctor.read_marker(str(tmp_path / ".hpsearch-doctor-x")) is None
+    doctor_node.write_marker(str(tmp_path), ".hpsearch-doctor-x", "hello\n")
+    assert doctor_node.read_marker(str(tmp_path / ".hpsearch-doctor-x")) == "hello\n"
+    doctor_node.remove_marker(str(tmp_path), ".hpsearch-doctor-x")
+    assert doctor_node.read_marker(str(tmp_path / ".hpsearch-doctor-x")) is None
 
 
 def test_auth_facts_fingerprint_the_token_and_never_hold_it(tmp_path, monkeypatch):
@@ -214,15 +226,15 @@ def test_auth_facts_fingerprint_the_token_and_never_hold_it(tmp_path, monkeypatc
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
-    facts = doctor._auth()
+    facts = doctor_node.auth_facts()
     assert facts["mode"] == "token" and facts["file_mode"] == "0600"
     assert len(facts["fingerprint"]) == 8 and token not in repr(facts)
     monkeypatch.setenv("RAY_AUTH_TOKEN", token)
-    assert doctor._auth()["fingerprint"] == facts["fingerprint"]
+    assert doctor_node.auth_facts()["fingerprint"] == facts["fingerprint"]
 
 
 def test_torch_facts_on_this_machine_say_what_torch_can_do():
-    facts = doctor.torch_facts()
+    facts = doctor_node.torch_facts()
     assert facts["version"] and facts["cuda"] == bool(facts["devices"])
 
 

@@ -3,7 +3,8 @@
 the CPU. What is checked is what hpsearch and Ray decide: how many trials run at once, which
 GPU each worker gets, that GPUs come back, and the GPU-seconds charged.
 
-Slow on 2 cores (Ray Train start-up); about 2 minutes for the module."""
+Slow on 2 cores (Ray Train start-up); about 2 minutes for the module. Half GPUs per
+worker, and two GPU sweeps sharing the cluster: ``tests/cli/test_gpu_shared_cluster.py``."""
 
 from __future__ import annotations
 
@@ -148,22 +149,6 @@ def test_two_worker_trials_run_two_at_once_each_worker_on_its_own_gpu(
     # GPU-seconds: the trial's wall time x the 2 GPUs it held.
     assert (trials.gpu_s - 2 * trials.wall_s).abs().max() < 1e-6
     assert (trials.gpu_s > 0).all()
-
-
-def test_half_gpu_workers_share_one_gpu(tmp_path, simulated_gpu_cluster):
-    result, trials, history, _ = run(tmp_path, gpu_space(
-        "gpu-half", workers=2, gpus_per_worker=0.5, num=2,
-        scheduler={"type": "fifo", "max_t": 1}))
-    assert result.status == "finished", trials[["status", "error"]]
-    assert result.plan.slots == 2
-    for trial_id in trials.trial_id:
-        workers = workers_gpus(history, trial_id)
-        # Both workers on one GPU, and each sees it as its cuda:0 (not cuda:<local rank>).
-        assert len(workers) == 2 and workers[0] == workers[1], workers
-        gpu, visible = workers[0]
-        assert visible == gpu
-    assert (trials.gpu_s - trials.wall_s).abs().max() < 1e-6  # 2 x 0.5 GPU
-    gpus_return(simulated_gpu_cluster)
 
 
 def test_one_worker_trial_holds_its_gpu_in_the_tune_actor(tmp_path, simulated_gpu_cluster):

@@ -1,0 +1,208 @@
+"""Two GPU sweeps sharing one simulated 4-GPU cluster (`ray start --head --num-gpus 4` on a
+machine without GPUs, ``HPSEARCH_SIMULATE_GPU=1`` in the sweeps' drivers).
+
+``half``: 2 trials of 2 workers at half a GPU each (1 GPU a trial); ``whole``: 2 trials of 2
+workers at a GPU each (2 GPUs a trial). Alone, either could run both its trials at once;
+together they ask for 6 of the 4 GPUs, so the ledger splits the cluster: ``half`` 2 trials,
+``whole`` 1. ``whole`` starts once ``half`` runs, so no trial waits for GPUs another sweep
+took before its share was known (which the ledger allows: shares only delay new trials).
+
+Checked: both finish; each worker of a ``whole`` trial trains on its own GPU (its own
+``cuda:N`` in the ``CUDA_VISIBLE_DEVICES`` Ray Train gives both), the two workers of a
+``half`` trial on one GPU that each sees as ``cuda:0``; sampled every second: the shares
+split while both sweeps run, never more GPUs shared out, asked for by running trials or
+reserved by trials' worker groups than the 4, and no sweep holding GPUs for more trials
+than its share; ``gpu_s`` is wall time x GPUs held; all 4 GPUs and every placement group
+are free at the end. The first sweep runs with ``--preflight``: ``hpsearch doctor`` passes
+the cluster and the sweep starts. About 2.5 minutes on 2 cores.
+
+Trial start and end times are not used to tell which trials held GPUs at once: they are
+the driver's, and include Ray Train's start-up, during which a trial holds no GPU yet."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import hpsearch
+from hpsearch.driver.runners import cuda_device_index
+from hpsearch.store.layout import SweepDir
+
+from .cluster import ray_cluster
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+GPUS = 4
+#: name -> (gpus_per_worker, trials); each trial has 2 workers.
+SWEEPS = {"half": (0.5, 2), "whole": (1, 2)}
+
+SPACE = """\
+    name: {name}
+    trainable: digits
+    objective: {{metric: val_loss, mode: min}}
+    params:
+      lr: {{type: float, low: 1.0e-3, high: 3.0e-2, log: true}}
+    search: {{algorithm: random, seed: 0}}
+    scheduler: {{type: fifo, max_t: 1}}
+    trials: {{num: {num}, max_failures: 0}}
+    resources: {{workers: 2, use_gpu: true, gpus_per_worker: {gpus}, cpus_per_worker: 0.25}}
+"""
+
+SAMPLER = """\
+import json, sys, time
+import ray
+from ray.util import placement_group_table
+from hpsearch.driver.ledger import ledger_table
+ray.init(address=sys.argv[1], logging_level="ERROR")
+with open(sys.argv[2], "w") as f:
+    while True:
+        rows = ledger_table() or []
+        groups = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
+        f.write(json.dumps({
+            "t": time.time(), "free_gpus": ray.available_resources().get("GPU", 0.0),
+            "groups": len(groups),
+            "gpu_groups": [[b.get("GPU", 0.0) for b in g["bundles"].values()]
+                           for g in groups if g["state"] == "CREATED"
+                           and any(b.get("GPU") for b in g["bundles"].values())],
+            "sweeps": {r["name"]: {"share": r["share"], "running": r["running"],
+                                   "want": r["want"], "gpus": r["demand"].get("GPU", 0)}
+                       for r in rows}}) + "\\n")
+        f.flush()
+        time.sleep(1)
+"""
+
+
+def start_sweep(tmp_path: Path, env: dict, address: str, name: str,
+                *options: str) -> subprocess.Popen:
+    gpus, num = SWEEPS[name]
+    space = tmp_path / f"{name}.yaml"
+    space.write_text(textwrap.dedent(SPACE.format(name=name, gpus=gpus, num=num)))
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpsearch", "run", str(space), "--address", address,
+         "--storage", str(tmp_path / "runs"), *options],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def read_samples(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.endswith("}")]
+
+
+def wait_for(path: Path, sampler: subprocess.Popen, ready, timeout: float = 300.0) -> None:
+    """Until a sample of ``path`` is ``ready``."""
+    deadline = time.monotonic() + timeout
+    while not any(ready(s) for s in read_samples(path)):
+        assert sampler.poll() is None, (path.parent / "sampler.log").read_text()[-2000:]
+        assert time.monotonic() < deadline, read_samples(path)[-5:]
+        time.sleep(0.5)
+
+
+def workers_of(history, trial_id: str) -> list[tuple[str, str]]:
+    """``[(gpu_id, CUDA_VISIBLE_DEVICES)]`` of a trial's workers, in rank order."""
+    rows = history[history.trial_id == trial_id]
+    [(ids, visible)] = set(zip(rows.gpu_ids, rows.cuda_visible_devices))
+    return list(zip(ids.split(";"), visible.split(";")))
+
+
+def worker_groups(sample: dict) -> dict[str, int]:
+    """The trials holding GPUs in a sample, per sweep: their workers' placement groups,
+    told apart by the GPU of each worker (1 in ``whole``, 0.5 in ``half``)."""
+    per_worker = {gpus: name for name, (gpus, _) in SWEEPS.items()}
+    out = {name: 0 for name in SWEEPS}
+    for bundles in sample["gpu_groups"]:
+        out[per_worker[max(bundles)]] += 1
+    return out
+
+
+def test_two_gpu_sweeps_split_the_gpus_and_give_them_all_back(tmp_path, no_ray_running):
+    samples_file = tmp_path / "samples.jsonl"
+    with ray_cluster(tmp_path, [["--num-cpus=2", f"--num-gpus={GPUS}"]],
+                     dashboard=True) as cluster, open(tmp_path / "sampler.log", "w") as log:
+        env = {**cluster.env, "HPSEARCH_SIMULATE_GPU": "1", "PYTHONUNBUFFERED": "1"}
+        sampler = subprocess.Popen(
+            [sys.executable, "-c", SAMPLER, cluster.address, str(samples_file)],
+            env=cluster.env, stdout=log, stderr=subprocess.STDOUT)
+        procs: dict[str, subprocess.Popen] = {}
+        outputs: dict[str, str] = {}
+        try:
+            # The first with --preflight: the doctor passes a healthy cluster, then it runs.
+            procs["half"] = start_sweep(tmp_path, env, cluster.address, "half", "--preflight")
+            wait_for(samples_file, sampler,
+                     lambda s: s["sweeps"].get("half", {}).get("running", 0) >= 1)
+            procs["whole"] = start_sweep(tmp_path, env, cluster.address, "whole")
+            for name, proc in procs.items():
+                outputs[name], _ = proc.communicate(timeout=600)
+            # Every GPU and placement group free again (Ray frees a trial's shortly after
+            # it ends).
+            ended = time.time()
+            wait_for(samples_file, sampler, lambda s: (s["t"] > ended and not s["sweeps"]
+                                                       and s["free_gpus"] == GPUS
+                                                       and not s["groups"]), timeout=60)
+        finally:
+            for proc in [*procs.values(), sampler]:
+                proc.kill()
+                proc.wait()
+    samples = read_samples(samples_file)
+    for name, proc in procs.items():
+        assert proc.returncode == 0, outputs[name][-3000:]
+        assert "SIMULATED GPUs" in outputs[name]
+    lines = outputs["half"].splitlines()
+    [doctor] = [ln for ln in lines if ln.startswith("hpsearch doctor: ")]
+    assert doctor.startswith("hpsearch doctor: 1 node(s), storage "), doctor
+    assert doctor.endswith("[SIMULATED GPUs: CUDA and NCCL not required]"), doctor
+    assert "no problems found" in lines, outputs["half"][-3000:]
+
+    # The shares: while both ran, half got what it wanted (2 trials, 2 GPUs, then 1) and
+    # whole 1 trial (2 GPUs) of the 2 it wanted; never more GPUs shared out than there
+    # are; and trials of both sweeps ran at the same time.
+    both = [s["sweeps"] for s in samples if len(s["sweeps"]) == 2]
+    split = [s for s in both if s["whole"]["want"] == 2 and s["half"]["want"] >= 1]
+    assert split, samples
+    assert all(s["whole"]["share"] == 1 and s["half"]["share"] == s["half"]["want"]
+               for s in split), split
+    assert all(sum(r["share"] * r["gpus"] for r in s.values()) <= GPUS for s in both), both
+    # Each sweep reports its running trials every few seconds, so a sample can catch one
+    # sweep's report from just before a trial ended.
+    over = [s for s in both if sum(r["running"] * r["gpus"] for r in s.values()) > GPUS]
+    assert len(over) <= max(1, len(both) // 10), both
+    assert any(s["half"]["running"] >= 1 and s["whole"]["running"] >= 1 for s in both), both
+
+    # What Ray reserved, sampled: never more than the 4 GPUs; both sweeps' worker groups
+    # did hold GPUs (the simulation reserves them); while both sweeps ran, neither held
+    # GPUs for more trials than its share (a sample may catch a share just changing).
+    assert all(sum(map(sum, s["gpu_groups"])) <= GPUS and s["free_gpus"] >= 0
+               for s in samples), samples
+    groups = [worker_groups(s) for s in samples]
+    assert max(g["half"] for g in groups) == 2 and max(g["whole"] for g in groups) >= 1, groups
+    beyond = [(s["sweeps"], g) for s, g in zip(samples, groups) if len(s["sweeps"]) == 2
+              and any(g[name] > s["sweeps"][name]["share"] for name in SWEEPS)]
+    assert len(beyond) <= 2, beyond
+    print(f"samples with GPUs held by both sweeps' trials at once: "
+          f"{sum(1 for g in groups if g['half'] and g['whole'])} of {len(samples)}")
+
+    for name, (per_worker, num) in SWEEPS.items():
+        sweep = SweepDir(tmp_path / "runs" / name)
+        trials = hpsearch.read_trials(sweep)
+        history = hpsearch.read_history(sweep)
+        assert len(trials) == num and (trials.status == "completed").all(), trials
+        assert (trials.gpu_s - 2 * per_worker * trials.wall_s).abs().max() < 1e-6
+        assert (trials.gpu_s > 0).all()
+        for trial in trials.itertuples():
+            workers = workers_of(history, trial.trial_id)
+            assert len(workers) == 2, workers
+            ids = [gpu for gpu, _ in workers]
+            devices = [cuda_device_index([gpu], visible) for gpu, visible in workers]
+            assert set(ids) <= {str(i) for i in range(GPUS)}, workers
+            if name == "whole":  # a GPU each; each worker trains on its own cuda:N
+                assert len(set(ids)) == 2 and None not in devices, workers
+                assert len(set(devices)) == 2, workers
+            else:  # both workers on one GPU, which each sees as cuda:0
+                assert len(set(ids)) == 1 and all(v == ids[0] for _, v in workers), workers
+                assert devices == [0, 0], workers

@@ -36,7 +36,7 @@ def resume(name, storage, address, trials, time_budget, deadline, max_concurrent
     Exit codes as for `hpsearch run`."""
     import sys
 
-    from hpsearch.cli.run import _status_of, print_summary
+    from hpsearch.cli.run import status_of, print_summary
     from hpsearch.driver.sweep import resume_sweep
     from hpsearch.space import load_space
     from hpsearch.store.layout import SweepDir, default_storage
@@ -50,7 +50,7 @@ def resume(name, storage, address, trials, time_budget, deadline, max_concurrent
         status = result.status
         print_summary(result, load_space(SweepDir.of(result.sweep_dir).space))
     except BaseException as exc:
-        status = _status_of(exc)
+        status = status_of(exc)
         raise
     finally:
         if report or notify:

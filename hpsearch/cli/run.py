@@ -83,7 +83,7 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
             return
         print_summary(result, spec)
     except BaseException as exc:
-        status = _status_of(exc)
+        status = status_of(exc)
         raise
     finally:
         if (report or notify) and not dry_run:
@@ -93,7 +93,7 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
     sys.exit(result.exit_code)
 
 
-def _status_of(exc: BaseException) -> str:
+def status_of(exc: BaseException) -> str:
     """The status a run that raised ends with, for the report and the notify command."""
     from hpsearch.errors import HpsearchError, SweepStalledError
 

@@ -28,6 +28,7 @@ from hpsearch.errors import InvalidArgumentError
 from hpsearch.space.spec import CategoricalParam, FloatParam, IntParam, Param, Spec
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
+from hpsearch.store.tables import python_value
 
 __all__ = ["distributions", "import_trials", "resolve_sources", "warm_seed"]
 
@@ -91,13 +92,13 @@ def _fits(spec: Spec, row: Mapping[str, Any], dists: Mapping[str, Any]) -> dict[
     for p in spec.params:
         if p.when is not None and not p.when.holds(seen):
             continue
-        value = _plain(row.get(p.name))
+        value = python_value(row.get(p.name))
         if value is None or not _inside(p, dists[p.name], value):
             return None
         params[p.name] = value
         seen[p.name] = value
     for key, fixed in spec.fixed.items():
-        ran = _plain(row.get(key)) if key in row else None
+        ran = python_value(row.get(key)) if key in row else None
         if ran is not None and ran != fixed:
             return None
     return params
@@ -114,20 +115,6 @@ def _inside(param: Param, dist: Any, value: Any) -> bool:
         return False
     return dist._contains(dist.to_internal_repr(int(value) if isinstance(param, IntParam)
                                                 else value))
-
-
-def _plain(value: Any) -> Any:
-    """A pandas/numpy scalar as a plain Python value; NaN and NA as ``None``."""
-    if value is None:
-        return None
-    try:
-        import pandas as pd
-
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value.item() if hasattr(value, "item") else value
 
 
 def import_trials(spec: Spec, study: Any, sources: list[SweepDir]) -> dict[str, Any]:
@@ -170,13 +157,13 @@ def import_trials(spec: Spec, study: Any, sources: list[SweepDir]) -> dict[str, 
             rows = by_trial.get(row["trial_id"])
             if rows is not None and time_key in rows and objective.metric in rows:
                 for t, value in zip(rows[time_key], rows[objective.metric]):
-                    t, value = _plain(t), _plain(value)
+                    t, value = python_value(t), python_value(value)
                     if t is None or value is None or not math.isfinite(float(value)):
                         continue
                     step = study_step(float(t), milestones, intermediate)
                     if not intermediate or step > max(intermediate):
                         intermediate[step] = float(value)
-            state, value = study_outcome(status, value=_plain(row.get("final_value")),
+            state, value = study_outcome(status, value=python_value(row.get("final_value")),
                                          has_reports=bool(intermediate))
             if state == optuna.trial.TrialState.FAIL:
                 summary["skipped"] += 1
@@ -188,7 +175,7 @@ def import_trials(spec: Spec, study: Any, sources: list[SweepDir]) -> dict[str, 
                 user_attrs={"warm_start": f"{src.name}/{row['trial_id']}",
                             "status": status}))
             summary["imported"] += 1
-            score = objective.score(_plain(row.get("best_value")))
+            score = objective.score(python_value(row.get("best_value")))
             if state == optuna.trial.TrialState.COMPLETE and math.isfinite(score):
                 candidates.append((score, params))
     seen: list[dict[str, Any]] = []

@@ -6,7 +6,6 @@ damaged file: what could not be read becomes a note, and the report shows the re
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +14,7 @@ from hpsearch.errors import HpsearchError, SweepNotFoundError
 from hpsearch.space.spec import Objective, Spec
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.manifest import driver_died, read_manifest
+from hpsearch.store.tables import python_value
 
 __all__ = ["SweepData", "load_sweep", "python_value"]
 
@@ -126,27 +126,6 @@ class SweepData:
         if driver_died(self.manifest):
             return "died (resume it)"
         return status
-
-
-def python_value(value: Any) -> Any:
-    """A table cell as a plain Python value: numpy scalars unwrapped, NaN/NA/NaT -> None."""
-    if value is None:
-        return None
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        try:
-            value = value.item()
-        except (ValueError, TypeError):
-            pass
-    try:
-        import pandas as pd
-
-        if value is pd.NA or value is pd.NaT:
-            return None
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        pass
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
 
 
 def load_sweep(sweep_dir: str | os.PathLike | SweepDir) -> SweepData:

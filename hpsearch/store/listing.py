@@ -16,6 +16,7 @@ from hpsearch.space.spec import Objective, Trials
 from hpsearch.store import status as st
 from hpsearch.store.layout import DEFAULT_STORAGE, SweepDir, storage_root
 from hpsearch.store.manifest import driver_died, read_manifest
+from hpsearch.store.tables import python_value
 
 __all__ = ["LISTING_KEYS", "list_sweeps"]
 
@@ -79,8 +80,8 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
                 row = df.iloc[i]
                 best_value = float(row["best_value"])
                 best_trial = str(row["trial_id"]) if "trial_id" in df.columns else None
-                best_config = {p: _plain(row[p]) for p in _params(space, df)
-                               if _plain(row[p]) is not None}
+                best_config = {p: python_value(row[p]) for p in _params(space, df)
+                               if python_value(row[p]) is not None}
         worker_h = _hours(df, "worker_s")
         gpu_h = _hours(df, "gpu_s")
     status = str(manifest.get("status", "?"))
@@ -151,21 +152,6 @@ def _params(space: dict[str, Any] | None, df) -> list[str]:
         names = (cols[cols.index("status") + 1: cols.index("final_value")]
                  if "final_value" in cols else [])
     return [n for n in names if n in df.columns]
-
-
-def _plain(value: Any) -> Any:
-    """A table cell as a JSON-friendly value (``None`` for NaN/NA)."""
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        try:
-            value = value.item()
-        except (ValueError, TypeError):
-            pass
-    try:
-        if value is None or value != value:
-            return None
-    except TypeError:  # pandas' NA
-        return None
-    return value
 
 
 def _hours(df, column: str) -> float | None:

@@ -8,6 +8,7 @@ trial's row is on disk as soon as it ends. Readers (:func:`read_trials`,
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -17,8 +18,8 @@ from hpsearch.space.spec import TRIAL_COLUMNS, Spec
 from hpsearch.store.layout import SweepDir, UnsafePathError, check_trial_id, write_atomic
 from hpsearch.store.records import TrialRecords
 
-__all__ = ["history_frame", "load_tables", "prepare_single_trial_dir", "read_history",
-           "read_trials", "trials_frame", "write_single_trial", "write_tables"]
+__all__ = ["history_frame", "load_tables", "prepare_single_trial_dir", "python_value",
+           "read_history", "read_trials", "trials_frame", "write_single_trial", "write_tables"]
 
 
 def trials_frame(records: TrialRecords):
@@ -280,3 +281,24 @@ def write_single_trial(spec: Spec, params: Mapping[str, Any], reports: Iterable[
 def _short(exc: BaseException, limit: int = 160) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def python_value(value: Any) -> Any:
+    """A table cell as a plain Python value: numpy scalars unwrapped, NaN/NA/NaT -> None."""
+    if value is None:
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()
+        except (ValueError, TypeError):
+            pass
+    try:
+        import pandas as pd
+
+        if value is pd.NA or value is pd.NaT:
+            return None
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pass
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value

@@ -192,6 +192,9 @@ class ProgressCallback(Callback):
     and config, elapsed and estimated remaining time. Otherwise (logs of overnight runs):
     plain timestamped lines, one per trial event and a heartbeat every ``heartbeat_s``."""
 
+    render_every_s = 0.5  # the live line's refresh (rich refreshes twice a second)
+    last_render = 0.0  # class defaults: a callback pickled before them still restores
+
     def __init__(self, records: TrialRecords, spec: Spec, *, stream: TextIO | None = None,
                  heartbeat_s: float = 30.0, live: bool | None = None):
         self.records = records
@@ -266,7 +269,11 @@ class ProgressCallback(Callback):
     def on_step_end(self, iteration, trials, **info):
         now = time.monotonic()
         if self._live is not None:
-            self._live.update(self._render())
+            # The status line reads every row (best value, throughput): at the display's
+            # own refresh rate, not at every step of Tune's loop (many a second).
+            if now - self.last_render >= self.render_every_s:
+                self.last_render = now
+                self._live.update(self._render())
         elif now - self.last_beat >= self.heartbeat_s:
             self.last_beat = now
             self.log(self._status())

@@ -39,7 +39,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from hpsearch.errors import DamagedSweepError, StorageError
 from hpsearch.store.layout import SweepDir, write_atomic
 
-__all__ = ["FAN_IN", "HistoryWriter", "LEAD_COLUMNS", "TOP_LEVEL", "cover", "read_dataset"]
+__all__ = ["FAN_IN", "HistoryWriter", "LEAD_COLUMNS", "TOP_LEVEL", "cover", "read_dataset",
+           "unified_schema"]
 
 #: Parts of one level merged into one of the next.
 FAN_IN = 8
@@ -130,15 +131,35 @@ def read_parts(dataset: Path, parts: Sequence[tuple[int, int, Path]], *,
     import pyarrow.parquet as pq
 
     tables = [pq.read_table(p) for _, _, p in parts]
-    schemas = ([pq.read_schema(schema_part)] if schema_part is not None else []) + \
-        [t.schema for t in tables]
-    if not schemas:
+    schema = unified_schema(pq.read_schema(schema_part) if schema_part is not None else None,
+                            [t.schema for t in tables])
+    if schema is None:
         return None
-    schema = pa.unify_schemas(schemas, promote_options="permissive")
     if not tables:
         return schema.empty_table()
     table = pa.concat_tables([conform(t, schema) for t in tables])
     return table.replace_schema_metadata(schema.metadata)
+
+
+def unified_schema(schema_part, schemas):
+    """The union of the parts' schemas, led by the schema part's (its column order and
+    pandas metadata); ``None`` without any.
+
+    A whole rewrite (a column that now mixes types is stored as strings) replaces the
+    schema part and the data part one after the other: between the two, or after a writer
+    killed there, the schema part may not fit the parts. The parts then decide alone.
+    """
+    import pyarrow as pa
+
+    if schema_part is None and not schemas:
+        return None
+    try:
+        return pa.unify_schemas(([schema_part] if schema_part is not None else []) + schemas,
+                                promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        if schema_part is None or not schemas:
+            raise
+        return pa.unify_schemas(schemas, promote_options="permissive")
 
 
 def conform(table, schema):

@@ -35,10 +35,11 @@ from hpsearch.store.parts import (
     conform,
     cover,
     read_dataset,
+    unified_schema,
 )
 from hpsearch.store.records import TrialRecords
 
-__all__ = ["TablesWriter", "history_frame", "load_tables",
+__all__ = ["TablesWriter", "history_frame", "load_tables", "tables_writer",
            "prepare_single_trial_dir", "read_history", "read_trials", "trials_frame",
            "write_single_trial", "write_tables"]
 
@@ -321,10 +322,9 @@ def _load_dataset(sweep: SweepDir, dataset: Path):
     schema_part = next((p for f, e, p in published if f == e == 0 and p in readable), None)
     import pyarrow as pa
 
-    schemas = ([readable[schema_part].schema] if schema_part else []) + \
-        [readable[p].schema for _, _, p in chosen]
-    if schemas:
-        schema = pa.unify_schemas(schemas, promote_options="permissive")
+    schema = unified_schema(readable[schema_part].schema if schema_part else None,
+                            [readable[p].schema for _, _, p in chosen])
+    if schema is not None:
         table = pa.concat_tables([conform(readable[p], schema) for _, _, p in chosen]) \
             if chosen else schema.empty_table()
         df = table.replace_schema_metadata(schema.metadata).to_pandas()

@@ -178,3 +178,25 @@ def test_the_pruner_keeps_what_a_full_ranking_keeps_and_ranks_each_ended_trial_o
                     for t, r in records.trials.items())
     assert kept == {t for _, t in scored[:3]}
     assert pruner.rows_ranked <= 2 * 60  # not 60 x 60
+
+
+def test_a_whole_rewrite_killed_after_its_new_schema_part_still_reads_and_resumes(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sweep, records = SweepDir.of(tmp_path), TrialRecords(make_spec())
+    for i in range(3):
+        tid = f"{i:08x}"
+        records.start(tid, {"lr": 0.01, "precision": "bf16"})
+        records.result(tid, {"step": 1, "epoch": 1, "val_loss": 0.5, "batch": 32})
+        records.end(tid)
+        write_tables(records, sweep)
+    # The next report says "auto": the writer stores `batch` as strings, and replaces the
+    # schema part first. Killed there: the data parts still hold integers.
+    schema_part = SweepDir.history_part(sweep.history, 0, 0)
+    old = pq.read_schema(schema_part)
+    new = old.set(old.get_field_index("batch"), pa.field("batch", pa.string()))
+    pq.write_table(new.empty_table(), schema_part)
+    assert list(read_history(sweep.path)["batch"]) == [32, 32, 32]
+    _, history = load_tables(sweep)
+    assert [h["batch"] for h in history] == [32, 32, 32]

@@ -15,10 +15,15 @@ Tune is told to sample without end (``num_samples=-1``); the searcher asks
 
 The time budget and the deadline also end running trials: Tune's ``time_budget_s`` is the
 earlier of the two.
+
+Each check costs the same however long the sweep has run: the trials known are counted,
+not collected (:meth:`StartLimits.known`), and the deadline's median is kept up to date
+from the reports that arrived since the last check (:class:`MilestoneTimes`).
 """
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import time
 from typing import Any, Iterable, Mapping
@@ -26,7 +31,7 @@ from typing import Any, Iterable, Mapping
 from hpsearch.driver import live
 from hpsearch.space.spec import Spec
 
-__all__ = ["StartLimits", "first_milestone_seconds", "may_start_trial"]
+__all__ = ["MilestoneTimes", "StartLimits", "first_milestone_seconds", "may_start_trial"]
 
 
 def first_milestone_seconds(history: Iterable[Mapping[str, Any]], spec: Spec) -> float | None:
@@ -50,6 +55,54 @@ def first_milestone_seconds(history: Iterable[Mapping[str, Any]], spec: Spec) ->
     return statistics.median(reached.values()) if reached else None
 
 
+class MilestoneTimes:
+    """:func:`first_milestone_seconds` of a records' history, kept up to date: each call
+    reads only the reports that arrived since the previous one.
+
+    Attributes:
+        rows_read: History rows read so far (tests count work with it).
+    """
+
+    def __init__(self, spec: Spec):
+        sched = spec.scheduler
+        self.time_attr = sched.result_key  # the history column: time_total_s for "time"
+        self.milestone = sched.rungs()[0] if sched.rungs() else sched.max_t
+        self.rows_read = 0
+        self._reset(None)
+
+    def _reset(self, rewrites: int | None) -> None:
+        self.rewrites = rewrites
+        self.seen = 0
+        self.reached: set[str] = set()
+        self.times: list[float] = []  # sorted
+
+    def median(self, records: Any) -> float | None:
+        history = records.history
+        rewrites = getattr(records, "rewrites", None)
+        if rewrites != self.rewrites or len(history) < self.seen:
+            self._reset(rewrites)
+        for i in range(self.seen, len(history)):
+            row = history[i]
+            if row.get("evaluated") is False:  # a log_every row: no rung is judged there
+                continue
+            t, took = row.get(self.time_attr), row.get("time_total_s")
+            if t is None or took is None or row["trial_id"] in self.reached:
+                continue
+            try:
+                if float(t) >= self.milestone:
+                    self.reached.add(row["trial_id"])
+                    bisect.insort(self.times, float(took))
+            except (TypeError, ValueError):
+                continue
+        self.rows_read += len(history) - self.seen
+        self.seen = len(history)
+        n = len(self.times)
+        if not n:
+            return None
+        mid = n // 2
+        return self.times[mid] if n % 2 else (self.times[mid - 1] + self.times[mid]) / 2
+
+
 class StartLimits:
     """The limits on starting trials of one run of a sweep (see the module docstring).
 
@@ -70,12 +123,28 @@ class StartLimits:
         self.refused_for_deadline = False
         self.waiting_for_share = False
         self.admitted = 0  # trials allowed since Tune last told us what it holds
+        self.outside: set[str] | None = None  # Tune's trials without a row, if told
+        self.milestones = MilestoneTimes(spec)
         if ledger is not None:
             ledger.update(0, want=self.want(), force=True)  # registered before any trial
 
-    def note_tune(self) -> None:
-        """Tune has just told :mod:`live` what it holds: the admitted trials are in it."""
+    def note_tune(self, outside: set[str] | None = None) -> None:
+        """Tune has just told :mod:`live` what it holds: the admitted trials are in it.
+
+        Args:
+            outside: Tune's trials that have no row in the records (not started yet), so
+                :meth:`known` need not compare every trial id.
+        """
         self.admitted = 0
+        self.outside = outside
+
+    def known(self) -> int:
+        """Trials known: the table's rows, and Tune's trials without one. Counted from
+        the few trials without a row when Tune's were told (:meth:`note_tune`)."""
+        trials = self.records.trials
+        if self.outside is None:
+            return len(set(trials) | live.tune_trials())
+        return len(trials) + sum(1 for tid in self.outside if tid not in trials)
 
     def active(self) -> int:
         """This sweep's trials Tune holds and has not ended, and those admitted since (Tune
@@ -84,8 +153,7 @@ class StartLimits:
 
     def want(self) -> int:
         """The most trials this sweep could run at once now."""
-        known = set(self.records.trials) | live.tune_trials()
-        return max(0, min(self.slots, self.num - len(known) + self.active()))
+        return max(0, min(self.slots, self.num - self.known() + self.active()))
 
     def share(self, *, fresh: bool = False) -> int:
         """Trials this sweep may run at once now (its planned slots when alone)."""
@@ -96,12 +164,11 @@ class StartLimits:
     def may_start(self) -> bool | None:
         """``True``: start a trial. ``False``: start no more (the search ends). ``None``:
         not now, the sweep is at its share of a shared cluster."""
-        known = set(self.records.trials) | live.tune_trials()
-        if len(known) >= self.num:
+        if self.known() >= self.num:
             return False
         if self.deadline_at is not None:
             left = self.deadline_at - time.time()
-            needed = first_milestone_seconds(self.records.history, self.spec)
+            needed = self.milestones.median(self.records)
             if left <= 0 or (needed is not None and needed > left):
                 self.refused_for_deadline = True
                 return False

@@ -13,7 +13,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Mapping, TextIO
 
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
@@ -24,7 +24,7 @@ from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import TrialRecords
-from hpsearch.store.retention import prune_checkpoints
+from hpsearch.store.retention import CheckpointPruner
 from hpsearch.store.summary import fmt_value, printable, status_line
 from hpsearch.store.tables import write_tables
 
@@ -33,8 +33,16 @@ __all__ = ["AllFailedStopper", "Janitor", "ProgressCallback", "StallWatch", "Tab
 
 
 class TablesCallback(Callback):
-    """Rewrites ``trials.parquet`` / ``history.parquet`` at most every ``interval_s`` while
-    results arrive, and at once when a trial ends (so no finished trial is ever lost)."""
+    """Writes ``trials.parquet`` / ``history.parquet`` at most every ``interval_s`` while
+    results arrive, and at once when a trial ends (so no finished trial is ever lost).
+
+    Each step costs what changed, not the size of the sweep, and so does each write of the
+    history, the table that grows (:func:`write_tables` appends the new reports); the
+    checkpoint pruner ranks only the trials that ended since (:class:`CheckpointPruner`),
+    and Tune's trials are followed as they are added and end (:class:`_TuneTrials`)."""
+
+    _tune: "_TuneTrials | None" = None  # not pickled: Tune's trial objects
+    _pruner: CheckpointPruner | None = None
 
     def __init__(self, records: TrialRecords, sweep: SweepDir, *, interval_s: float = 5.0):
         live.register(sweep, records)
@@ -45,6 +53,12 @@ class TablesCallback(Callback):
         self.written_version = -1
         self.reconciled = False
         self.storage_error: StorageError | None = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_tune", None)
+        state.pop("_pruner", None)
+        return state
 
     def flush(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -60,22 +74,30 @@ class TablesCallback(Callback):
             self.storage_error = exc
 
     def prune(self) -> None:
+        if self._pruner is None:
+            self._pruner = CheckpointPruner()
         try:
-            prune_checkpoints(self.records, self.sweep)
+            self._pruner.prune(self.records, self.sweep)
         except OSError:  # a checkpoint we cannot delete must not stop the sweep
             pass
 
     def on_step_begin(self, iteration, trials, **info):
-        ids = {t.trial_id for t in trials}
-        live.note_tune_trials(self.sweep, ids, active=sum(
-            t.status in ("PENDING", "RUNNING", "PAUSED") for t in trials))
+        if self._tune is None:
+            self._tune = _TuneTrials()
+        tune = self._tune
+        if tune.update(trials, self.records.trials):
+            live.note_tune_trials(self.sweep, tune.ids, active=tune.active)
         limits = live.limits()
         if limits is not None:
-            limits.note_tune()
+            limits.note_tune(outside=tune.outside)
             limits.heartbeat()
         if not self.reconciled:  # first step of a (resumed) run: Tune's trials are known
             self.reconciled = True
-            self.records.forget_unfinished_except(ids)
+            self.records.forget_unfinished_except(tune.ids)
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        if self._tune is not None:
+            self._tune.rescan = True  # Tune moved the retried trial to the end of its list
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.records.start(trial.trial_id, trial.config)
@@ -91,6 +113,8 @@ class TablesCallback(Callback):
         self.flush(force=True)
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        if self._tune is not None:
+            self._tune.rescan = True
         self.records.end(trial.trial_id, errored=True, error=_last_error_line(trial))
         self.prune()
         self.flush(force=True)
@@ -103,6 +127,51 @@ class TablesCallback(Callback):
 
     def on_experiment_end(self, trials, **info):
         self.flush(force=True)
+
+
+class _TuneTrials:
+    """Tune's trials as the driver's limits need them: their ids, how many have not ended
+    (:func:`live.note_tune_trials`), and those without a row yet (:meth:`StartLimits.known`).
+
+    Kept up to date at each step in the time of what changed: Tune's list of trials only
+    grows, and an ended trial (``TERMINATED``, ``ERROR``) stays ended within a run. Tune
+    moves a trial it retries to the end of the list; after that (``rescan``) the list is
+    read whole once.
+    """
+
+    ENDED = ("TERMINATED", "ERROR")
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.count = 0  # length of Tune's list when last read
+        self.unfinished: list = []  # Tune's trials that have not ended
+        self.outside: set[str] = set()  # ids of Tune's trials without a row
+        self.active = 0
+        self.rescan = True
+
+    def update(self, trials: list, rows: Mapping[str, Any]) -> bool:
+        """Read what changed in ``trials``; whether the ids or the active count did."""
+        changed = False
+        if self.rescan or len(trials) < self.count:
+            self.ids = {t.trial_id for t in trials}
+            self.unfinished = [t for t in trials if t.status not in self.ENDED]
+            self.outside = {tid for tid in self.ids if tid not in rows}
+            self.rescan, changed = False, True
+        elif len(trials) > self.count:
+            for t in trials[self.count:]:
+                self.ids.add(t.trial_id)
+                self.unfinished.append(t)
+                if t.trial_id not in rows:
+                    self.outside.add(t.trial_id)
+            changed = True
+        self.count = len(trials)
+        if any(t.status in self.ENDED for t in self.unfinished):
+            self.unfinished = [t for t in self.unfinished if t.status not in self.ENDED]
+        if self.outside:
+            self.outside = {tid for tid in self.outside if tid not in rows}
+        if len(self.unfinished) != self.active:
+            self.active, changed = len(self.unfinished), True
+        return changed
 
 
 def _last_error_line(trial) -> str | None:
@@ -122,6 +191,9 @@ class ProgressCallback(Callback):
     """Progress for people. On a terminal: one live line (rich) with counts, the best value
     and config, elapsed and estimated remaining time. Otherwise (logs of overnight runs):
     plain timestamped lines, one per trial event and a heartbeat every ``heartbeat_s``."""
+
+    render_every_s = 0.5  # the live line's refresh (rich refreshes twice a second)
+    last_render = 0.0  # class defaults: a callback pickled before them still restores
 
     def __init__(self, records: TrialRecords, spec: Spec, *, stream: TextIO | None = None,
                  heartbeat_s: float = 30.0, live: bool | None = None):
@@ -199,7 +271,11 @@ class ProgressCallback(Callback):
     def on_step_end(self, iteration, trials, **info):
         now = time.monotonic()
         if self._live is not None:
-            self._live.update(self._render())
+            # The status line reads every row (best value, throughput): at the display's
+            # own refresh rate, not at every step of Tune's loop (many a second).
+            if now - self.last_render >= self.render_every_s:
+                self.last_render = now
+                self._live.update(self._render())
         elif now - self.last_beat >= self.heartbeat_s:
             self.last_beat = now
             self.log(self._status())
@@ -226,13 +302,20 @@ class AllFailedStopper(Stopper):
     def __call__(self, trial_id, result):
         return False
 
-    def all_failed(self) -> bool:
-        records = live.records(self.sweep)
+    def all_failed(self, records: TrialRecords | None = None) -> bool:
+        """Whether the first ``threshold`` trials to end all failed.
+
+        Args:
+            records: The sweep's records; by default the live ones (the driver's end
+                clears those, so it passes its own).
+        """
+        records = records if records is not None else live.records(self.sweep)
         if records is None:
             return False
-        ended = [r.get("status") for r in records.trials.values()
-                 if r.get("status") in st.ENDED]
-        return len(ended) >= self.threshold and all(s == st.FAILED for s in ended)
+        # Asked at every step of Tune's loop: from the counts, which cost what changed.
+        counts = records.counts()
+        ended = sum(n for status, n in counts.items() if status in st.ENDED)
+        return ended >= self.threshold and counts.get(st.FAILED, 0) == ended
 
     def stop_all(self) -> bool:
         watch = live.watch(self.sweep)

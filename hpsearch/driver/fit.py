@@ -203,7 +203,7 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
             status = "stalled"
         if status == "finished" and run.ended_by_deadline():
             status = "deadline"
-        if status == "finished" and run.stopper.all_failed():
+        if status == "finished" and run.stopper.all_failed(run.records):
             status = "all_failed"
         if status == "finished" and not any(counts.get(s) for s in st.WITH_RESULT):
             status = "no_trial_completed"

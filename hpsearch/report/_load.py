@@ -172,7 +172,7 @@ def _read_table(sweep: SweepDir, which: str, notes: list[str]):
     path = getattr(sweep, which)
     if not os.path.lexists(path):
         return None
-    if path.is_dir():
+    if path.is_dir() and not (which == "history" and SweepDir.is_history_dataset(path)):
         notes.append(f"{path.name} is a directory, not a table; it is ignored")
         return None
     try:

@@ -6,6 +6,7 @@ layout        :class:`SweepDir`: every file name in a sweep; atomic writes; the 
 status        the trial statuses and what they mean together
 records       :class:`TrialRecords`: per-trial state fed by Tune's results
 tables        records -> ``trials.parquet`` / ``history.parquet``; readers for notebooks
+parts         the history as a directory of Parquet parts: appends, compaction, reading
 manifest      ``manifest.json``: what ran, where, how it ended; who the driver is
 procs         processes as the manifest records them (pid + start time + machine)
 retention     which checkpoints a sweep keeps

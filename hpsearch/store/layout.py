@@ -5,7 +5,9 @@ A sweep lives in ``<storage>/<name>/``::
     space.yaml        the space as run, after overrides
     manifest.json     command, versions, git state, host, seeds, times, status
     trials.parquet    one row per trial                (docs/trial-tables.md)
-    history.parquet   one row per report per trial
+    history.parquet/  one row per report per trial: a directory of Parquet parts,
+                      part-<first>-<end>.parquet (rows [first, end)); a single file in
+                      sweeps written before layout 3
     optuna.journal    the Optuna study (Optuna's journal file storage): optuna.load_study /
                       optuna-dashboard. Sweeps started before it keep optuna.db (SQLite).
     report.html       `hpsearch report`: one self-contained page, figures embedded
@@ -47,6 +49,7 @@ SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")
 
 _TMP_MARK = ".tmp-"
+_PART = re.compile(r"^\.?part-(\d{12})-(\d{12})\.parquet(?:\.tmp-[A-Za-z0-9_]+)?$")
 
 
 class UnsafePathError(InvalidArgumentError):
@@ -251,7 +254,37 @@ class SweepDir:
 
     @property
     def history(self) -> Path:
+        """The history table: a directory of Parquet parts (:meth:`history_part`), or one
+        Parquet file in sweeps written before layout 3."""
         return self.path / "history.parquet"
+
+    # --- the history's parts (hpsearch.store.parts) --------------------------------------
+
+    @staticmethod
+    def history_part(dataset: Path, first: int, end: int) -> Path:
+        """The part of the history dataset ``dataset`` holding rows ``[first, end)``;
+        ``[0, 0)`` is the schema part (no rows, every column)."""
+        return dataset / f"part-{first:012d}-{end:012d}.parquet"
+
+    @staticmethod
+    def history_parts(dataset: Path, *, temporary: bool = False) -> list[tuple[int, int, Path]]:
+        """``(first, end, path)`` of the parts in ``dataset``, or with ``temporary`` of the
+        hidden temporary files parts are written under (:meth:`temp_for`)."""
+        try:
+            names = os.listdir(dataset)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found = []
+        for name in names:
+            m = _PART.match(name)
+            if m and name.startswith(".") == temporary and (_TMP_MARK in name) == temporary:
+                found.append((int(m.group(1)), int(m.group(2)), dataset / name))
+        return sorted(found, key=lambda p: (p[0], p[1]))
+
+    @staticmethod
+    def is_history_dataset(path: Path) -> bool:
+        """Whether ``path`` is a history dataset (a directory of parts), not a sweep."""
+        return path.is_dir() and bool(SweepDir.history_parts(path))
 
     @property
     def optuna(self) -> Path:
@@ -342,6 +375,14 @@ class SweepDir:
     def temp_files(self, target: Path) -> list[Path]:
         """Temporary copies of ``target`` a killed writer left behind, newest first."""
         found = [p for p in self.path.glob(f".{target.name}{_TMP_MARK}*") if p.is_file()]
+        return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+    def temp_dirs(self, target: Path) -> list[Path]:
+        """Temporary directories a killed writer left while creating the dataset
+        ``target`` (a new history, or one converted from the single-file layout),
+        newest first."""
+        found = [p for p in self.path.glob(f".{target.name}{_TMP_MARK}*")
+                 if p.is_dir() and not p.is_symlink()]
         return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
     def remove(self, path: str | os.PathLike) -> bool:

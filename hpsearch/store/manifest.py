@@ -30,7 +30,9 @@ __all__ = ["CREATED_BY", "LAYOUT_VERSION", "command_line", "driver_alive", "git_
 CREATED_BY = "hpsearch"
 #: Version of the sweep-directory layout and of the state Ray Tune pickles in ``tune/``.
 #: 2: the package restructure (state pickled by 1 names modules that no longer exist).
-LAYOUT_VERSION = 2
+#: 3: ``history.parquet`` is a directory of Parquet parts (docs/trial-tables.md); sweeps of
+#: layout 2 read and resume, and their history is converted on resume.
+LAYOUT_VERSION = 3
 
 
 def _version(dist: str) -> str | None:

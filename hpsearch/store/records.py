@@ -136,10 +136,16 @@ def _is_nan(value: Any) -> bool:
 class TrialRecords:
     """Plain per-trial state and history rows, independent of Ray (tested directly).
 
+    Writers learn what changed without looking at every row: each change to a row marks
+    it (:meth:`touch`, :meth:`changed_since`), ``history`` only grows, and anything else
+    (rows removed, a resume's :meth:`load`) bumps :attr:`rewrites`. Change rows through
+    these methods, or call :meth:`touch` after changing one in place.
+
     Attributes:
         trials: ``trial_id -> row`` (the future ``trials.parquet`` row, plus ``last``).
         history: Every report, in arrival order (the future ``history.parquet``).
         version: Bumped on every change, so writers know what is unsaved.
+        rewrites: Bumped when rows were removed or replaced: writers write everything.
     """
 
     def __init__(self, spec: Spec):
@@ -147,8 +153,42 @@ class TrialRecords:
         self.trials: dict[str, dict[str, Any]] = {}
         self.history: list[dict[str, Any]] = []
         self.version = 0
+        self.rewrites = 0
         self._seen_steps: set[tuple[str, Any]] = set()
         self._optuna: dict[str, int] = {}  # trial_id -> Optuna trial number, before its row
+        self._touched: dict[str, int] = {}  # trial_id -> version of its last change, oldest first
+        self._position: dict[str, int] = {}  # trial_id -> order of its row in the table
+        self._counted: tuple[int, int] | None = None  # (version, rewrites) of counts()
+        self._counts: dict[str, int] = {}
+        self._status_of: dict[str, str] = {}  # trial_id -> status as last counted
+        self.rows_counted = 0  # rows counts() looked at (tests count work with it)
+
+    def touch(self, trial_id: str) -> None:
+        """Note that ``trial_id``'s row changed (a new version)."""
+        self.version += 1
+        self._touched.pop(trial_id, None)  # re-inserted last: the dict stays oldest first
+        self._touched[trial_id] = self.version
+        if trial_id not in self._position:
+            self._position[trial_id] = len(self._position)
+
+    def changed_since(self, version: int | None) -> list[str]:
+        """The trials whose rows changed after ``version`` (all with ``None``), in table
+        order. Costs the number of rows changed, not the number of rows."""
+        changed = []
+        for trial_id, at in reversed(self._touched.items()):
+            if version is not None and at <= version:
+                break
+            if trial_id in self.trials:
+                changed.append(trial_id)
+        changed.sort(key=self.position)
+        return changed
+
+    def position(self, trial_id: str) -> int:
+        """Where ``trial_id``'s row goes in the trial table: the order trials started."""
+        found = self._position.get(trial_id)
+        if found is None:
+            found = self._position[trial_id] = len(self._position)
+        return found
 
     def _ended(self, trial_id: str) -> bool:
         row = self.trials.get(trial_id)
@@ -159,8 +199,8 @@ class TrialRecords:
             # Ended before a crash that Tune's saved state did not see: Tune starts it
             # again, the trial replays its recorded result, and its row stays as it was.
             return
-        self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": st.RUNNING})
+        self.touch(trial_id)
         row.update({p.name: params.get(p.name) for p in self.spec.params})
         row["status"] = st.RUNNING
         row.setdefault("started_at", time.time())
@@ -170,10 +210,10 @@ class TrialRecords:
     def result(self, trial_id: str, result: Mapping[str, Any]) -> None:
         if self._ended(trial_id):
             return
-        self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id, "status": st.RUNNING})
         for logged in log_rows(trial_id, result):
             self._append(logged)
+        self.touch(trial_id)
         hist = history_row(trial_id, result)
         self._append(hist)
         objective = self.spec.objective
@@ -222,8 +262,8 @@ class TrialRecords:
         """
         if self._ended(trial_id):
             return
-        self.version += 1
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id})
+        self.touch(trial_id)
         if returned and not errored and not row.get("objective_reported"):
             errored, error = True, self._never_reported(row)
         row["status"] = final_status(
@@ -243,7 +283,7 @@ class TrialRecords:
         current = row.get("optuna_trial") if row is not None else None
         if row is not None and not (isinstance(current, int) and current == number):
             row["optuna_trial"] = number
-            self.version += 1
+            self.touch(trial_id)
 
     def add_without_reports(self, trial_id: str, params: Mapping[str, Any], *,
                             optuna_trial: int | None = None) -> None:
@@ -252,20 +292,20 @@ class TrialRecords:
         was killed before the table was written (its reports are in the study only)."""
         if trial_id in self.trials:
             return
-        self.version += 1
         row: dict[str, Any] = {"trial_id": trial_id, "status": st.STOPPED,
                                "ended_at": time.time()}
         row.update({p.name: params.get(p.name) for p in self.spec.params})
         if optuna_trial is not None:
             row["optuna_trial"] = optuna_trial
         self.trials[trial_id] = row
+        self.touch(trial_id)
 
     def stopped_by_scheduler(self, trial_id: str) -> None:
         """ASHA stopped this trial at a rung (before ``max_t``)."""
         row = self.trials.get(trial_id)
         if row is not None and not self._ended(trial_id):
             row["stopped_early"] = True
-            self.version += 1
+            self.touch(trial_id)
 
     def _never_reported(self, row: Mapping[str, Any]) -> str:
         metric = self.spec.objective.metric
@@ -279,11 +319,13 @@ class TrialRecords:
     def load(self, trials: Iterable[Mapping[str, Any]], history: Iterable[Mapping[str, Any]]):
         """Seed from tables written earlier (resume)."""
         self.version += 1
+        self.rewrites += 1
         for row in trials:
             row = {k: v for k, v in row.items() if not _is_nan(v)}
             if math.isfinite(self.spec.objective.score(row.get("best_value"))):
                 row["objective_reported"] = True
             self.trials[row["trial_id"]] = row
+            self.position(row["trial_id"])
         last: dict[str, dict[str, Any]] = {}
         for row in history:
             row = {k: v for k, v in row.items() if not _is_nan(v)}
@@ -315,11 +357,12 @@ class TrialRecords:
         """
         lost = [tid for tid in self.unfinished() if tid not in known]
         for tid in [t for t in lost if self.trials[t].get("last")]:
-            self.version += 1
             self.trials[tid].update(status=st.STOPPED, ended_at=time.time())
+            self.touch(tid)
         lost = [tid for tid in lost if not self.trials[tid].get("last")]
         if lost:
             self.version += 1
+            self.rewrites += 1
             for tid in lost:
                 del self.trials[tid]
             self.history = [h for h in self.history if h["trial_id"] not in lost]
@@ -333,7 +376,26 @@ class TrialRecords:
                 if row.get("status", st.RUNNING) in st.UNFINISHED]
 
     def counts(self) -> dict[str, int]:
-        return st.count(self.trials.values())
+        """Trials per status. Kept up to date from the rows changed since the last call
+        (:meth:`changed_since`), so asking at every step of a long sweep costs what
+        changed, not every row."""
+        if self._counted is None or self._counted[1] != self.rewrites:
+            self._status_of = {tid: row.get("status") or st.RUNNING
+                               for tid, row in self.trials.items()}
+            self._counts = st.count(self.trials.values())
+            self.rows_counted += len(self.trials)
+        else:
+            for tid in self.changed_since(self._counted[0]):
+                self.rows_counted += 1
+                new = self.trials[tid].get("status") or st.RUNNING
+                old = self._status_of.get(tid)
+                if old != new:
+                    if old is not None:
+                        self._counts[old] -= 1
+                    self._counts[new] = self._counts.get(new, 0) + 1
+                    self._status_of[tid] = new
+        self._counted = (self.version, self.rewrites)
+        return {k: v for k, v in self._counts.items() if v}
 
     def best(self) -> dict[str, Any] | None:
         """The row with the best ``best_value``, or ``None`` if no trial has one."""

@@ -45,3 +45,21 @@ def test_time_rungs_read_the_seconds_column():
 def np_median(values):
     values = sorted(values)
     return values[len(values) // 2]
+
+
+@pytest.mark.parametrize("time_attr, max_t, grace", [("epoch", 9, 1), ("time", 90, 10)])
+def test_the_running_median_agrees_with_the_whole_history(time_attr, max_t, grace):
+    from types import SimpleNamespace
+
+    from hpsearch.driver.budget import MilestoneTimes
+
+    s = spec(time_attr=time_attr, max_t=max_t, grace_period=grace, reduction_factor=3)
+    history = [row("a", 4.0, epoch=0.5, evaluated=False), row("a", 12.0, epoch=1),
+               row("b", 8.0, epoch=1), row("b", 30.0, epoch=1.5, evaluated=False),
+               row("b", 31.0, epoch=2), row("c", 11.0, epoch=1)]
+    records = SimpleNamespace(history=[], rewrites=0)
+    times = MilestoneTimes(s)
+    for r in history:  # reports arrive one by one; each check reads only the new ones
+        records.history.append(r)
+        assert times.median(records) == first_milestone_seconds(records.history, s)
+    assert times.rows_read == len(history)

@@ -1,0 +1,421 @@
+"""Scale: what a sweep of thousands of short trials costs in bookkeeping.
+
+Three questions, each answered side by side in one run:
+
+* ``sweep``: N trivial trials through hpsearch (``run_sweep``) versus the same trials
+  through bare Ray Tune with the same searcher (Optuna TPE through Tune's
+  ``OptunaSearch``, same seed) and scheduler (ASHA, same rungs), 2 at a time, one CPU
+  each. **Goal: hpsearch wall <= 1.10x bare Tune's.** The trial is the same code on both
+  sides: the harness training a 2x2 linear layer on 8 samples for ``max_t`` one-step
+  epochs, no checkpoints (a raw function trainable would run as a Ray Train run under
+  hpsearch, seconds per trial, which would measure Ray Train, not bookkeeping). Wall is
+  ``Tuner.fit()`` and, for hpsearch, everything after it (last table write, the study
+  settled, the manifest): Ray's start and stop are left out of both. Each side runs in
+  its own driver process, which reports its peak RSS (``ru_maxrss``). Sides alternate
+  with ``--reps``.
+* ``read``: a 10,000-trial x 30-report history, made through ``TrialRecords`` and the real
+  history writer (one append per trial end, as a sweep writes it), read back with
+  ``hpsearch.read_history`` and ``pd.read_parquet(dir)``. **Goal: < 1 s.** Peak RSS of
+  the reading process, in a subprocess of its own.
+* ``writes``: the cost of one write at a trial end as the sweep grows, layout 3 (the trial
+  table replaced whole, the history appended to) against the single-file layout it
+  replaced (every write rewrote both tables), on the same records.
+
+    .venv/bin/python benchmarks/scale.py sweep --trials 2000 --reps 1   # starts Ray
+    .venv/bin/python benchmarks/scale.py read
+    .venv/bin/python benchmarks/scale.py writes
+
+``sweep --profile FILE`` runs each side's driver under cProfile (``FILE.bare``,
+``FILE.hpsearch``) and prints where their time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MAX_T, GRACE, RF = 4, 1, 2
+SEED = 0
+
+
+# --- the trivial trial (benchmarks/_trivial.py) on both sides ----------------------------
+
+
+FIXED = {"batch_size": 8, "checkpoint_every": 0}
+SPACE = {"lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}}
+
+
+def spec_for(trials: int):
+    from hpsearch.space import parse_space
+
+    return parse_space({
+        "name": "scale",
+        "trainable": "benchmarks._trivial:WORKLOAD",
+        "objective": {"metric": "val_loss", "mode": "min"},
+        "params": {**SPACE, **FIXED},
+        "search": {"algorithm": "tpe", "seed": SEED, "n_startup_trials": 10},
+        "scheduler": {"type": "asha", "time_attr": "epoch", "max_t": MAX_T,
+                      "grace_period": GRACE, "reduction_factor": RF},
+        "trials": {"num": trials, "max_concurrent": 2},
+        "resources": {"workers": 1, "cpus_per_worker": 1},
+    })
+
+
+class _BareSession:
+    """The harness session of a bare Tune function trial: reports go to Tune."""
+
+    world_rank = local_rank = 0
+    world_size = 1
+    device_index = None
+
+    def report(self, metrics, checkpoint_dir=None):
+        from ray import tune
+
+        tune.report(metrics)
+
+    def latest_checkpoint_dir(self):
+        return None
+
+
+def bare_trial(config: dict) -> None:
+    """The bare Tune side's trainable: the same harness run as hpsearch's trials."""
+    import torch
+
+    from benchmarks._trivial import WORKLOAD
+    from hpsearch.train.loop import train
+
+    torch.set_num_threads(1)  # as hpsearch's in-process runner does for 1 CPU
+    train({**FIXED, **config, "epochs": MAX_T}, WORKLOAD, _BareSession())
+
+
+# --- one side of the sweep, in its own driver process --------------------------------------
+
+
+def _side_hpsearch(trials: int, root: str, profile: str | None) -> dict:
+    import hpsearch.driver.sweep as sweep_mod
+    from hpsearch.store.tables import read_history, read_trials
+
+    timed = {}
+    real_fit = sweep_mod.fit
+
+    def fit(tuner, run, plan, manifest):
+        t = time.perf_counter()
+        try:
+            return real_fit(tuner, run, plan, manifest)
+        finally:
+            timed["wall"] = time.perf_counter() - t
+
+    sweep_mod.fit = fit
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    result = sweep_mod.run_sweep(spec_for(trials), storage=root, stream=io.StringIO())
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    table = read_trials(result.sweep_dir)
+    history = read_history(result.sweep_dir)
+    return {"wall": timed["wall"], "trials": len(table), "reports": len(history),
+            "status": dict(table.status.value_counts())}
+
+
+def _side_bare(trials: int, root: str) -> dict:
+    import optuna
+    import ray
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR",
+             log_to_driver=False)
+    try:
+        searcher = OptunaSearch(
+            space={"lr": optuna.distributions.FloatDistribution(1e-3, 1e-1, log=True)},
+            metric="val_loss", mode="min",
+            sampler=optuna.samplers.TPESampler(seed=SEED, n_startup_trials=10))
+        tuner = tune.Tuner(
+            tune.with_resources(bare_trial, {"cpu": 1}),
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                scheduler=ASHAScheduler(time_attr="epoch", metric="val_loss", mode="min",
+                                        max_t=MAX_T, grace_period=GRACE, reduction_factor=RF),
+                num_samples=trials, max_concurrent_trials=2, reuse_actors=True),
+            run_config=tune.RunConfig(storage_path=root, name="bare", verbose=0),
+        )
+        t = time.perf_counter()
+        grid = tuner.fit()
+        wall = time.perf_counter() - t
+        df = grid.get_dataframe()
+        return {"wall": wall, "trials": len(df),
+                "reports": int(df["training_iteration"].sum())}
+    finally:
+        ray.shutdown()
+
+
+def side_main(args) -> None:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    with tempfile.TemporaryDirectory(prefix="hpsearch-scale-") as root:
+        if args.side == "hpsearch":
+            out = _side_hpsearch(args.trials, root, args.profile)
+        elif args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            out = profiler.runcall(_side_bare, args.trials, root)
+            profiler.dump_stats(args.profile)
+        else:
+            out = _side_bare(args.trials, root)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(out, default=str), flush=True)
+
+
+def run_side(side: str, trials: int, profile: str | None = None) -> dict:
+    cmd = [sys.executable, __file__, "_side", side, "--trials", str(trials)]
+    if profile:
+        cmd += ["--profile", profile]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise SystemExit(f"{side} side failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                     f"{proc.stderr[-6000:]}")
+
+
+def sweep_main(args) -> None:
+    rows = []
+    for rep in range(args.reps):
+        order = ["bare", "hpsearch"] if rep % 2 == 0 else ["hpsearch", "bare"]
+        got = {}
+        for side in order:
+            t = time.perf_counter()
+            profile = f"{args.profile}.{side}" if args.profile else None
+            got[side] = run_side(side, args.trials, profile)
+            got[side]["process_s"] = time.perf_counter() - t
+            print(f"  rep {rep + 1} {side}: {json.dumps(got[side], default=str)}", flush=True)
+        rows.append(got)
+    print(f"\n| N trials | side | wall s | ms/trial | trials | reports | peak driver RSS MB |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for got in rows:
+        for side in ("bare", "hpsearch"):
+            g = got[side]
+            print(f"| {args.trials} | {side} | {g['wall']:.1f} | {1e3 * g['wall'] / args.trials:.0f} "
+                  f"| {g['trials']} | {g['reports']} | {g['peak_rss_mb']:.0f} |")
+    ratios = sorted(g["hpsearch"]["wall"] / g["bare"]["wall"] for g in rows)
+    print(f"\nhpsearch / bare Tune wall: {', '.join(f'{r:.3f}' for r in ratios)} "
+          f"(median {ratios[len(ratios) // 2]:.3f}); goal <= 1.10")
+    if args.profile:
+        import pstats
+
+        for side in ("bare", "hpsearch"):
+            print(f"\nprofile of the {side} driver ({args.profile}.{side}), cumulative:")
+            pstats.Stats(f"{args.profile}.{side}").sort_stats("cumulative").print_stats(
+                "hpsearch/|tune/search|optuna/(samplers|storages)|tune/logger|"
+                "tune_controller.py.*(step|checkpoint)", 40)
+
+
+# --- the history of a large sweep ------------------------------------------------------------
+
+
+def synthetic_records(n_trials: int, reports: int, *, on_end=None):
+    """Records of a finished ``n_trials`` x ``reports`` sweep, fed as Tune would feed them;
+    ``on_end(records)`` after each trial ends (a sweep's write)."""
+    import random
+
+    from hpsearch.space.spec import Objective, Spec, FloatParam, CategoricalParam, Scheduler
+    from hpsearch.store.records import TrialRecords
+
+    spec = Spec(name="scale", trainable="digits", objective=Objective("val_loss", "min"),
+                params=(FloatParam("lr", 1e-4, 1e-1, log=True),
+                        CategoricalParam("precision", ("fp32", "bf16"))),
+                fixed={}, scheduler=Scheduler(type="asha", max_t=reports, grace_period=1,
+                                              reduction_factor=3))
+    rng = random.Random(0)
+    records = TrialRecords(spec)
+    for i in range(n_trials):
+        tid = f"{i:08x}"
+        records.start(tid, {"lr": 10 ** rng.uniform(-4, -1), "precision": "bf16"})
+        for e in range(1, reports + 1):
+            records.result(tid, {
+                "step": 50 * e, "epoch": float(e), "time_total_s": 1.5 * e,
+                "training_iteration": e, "val_loss": rng.random(), "train_loss": rng.random(),
+                "lr": 1e-3, "grad_norm": rng.random(), "samples_per_s": 1e4 * rng.random(),
+                "precision": "bf16", "skipped_steps": 0, "status": "running",
+            })
+        records.end(tid)
+        if on_end is not None:
+            on_end(records)
+    return records
+
+
+def read_child(args) -> None:
+    """Time reading the sweep at ``args.path`` (in a fresh process: its peak RSS)."""
+    import pandas as pd
+
+    import hpsearch
+
+    t = time.perf_counter()
+    h = hpsearch.read_history(args.path)
+    read_s = time.perf_counter() - t
+    rss_after_ours = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t = time.perf_counter()
+    p = pd.read_parquet(Path(args.path) / "history.parquet")
+    pandas_s = time.perf_counter() - t
+    assert len(p) == len(h), (len(p), len(h))
+    print("RESULT " + json.dumps({"rows": len(h), "columns": len(h.columns), "read_history_s": read_s,
+                                  "pd_read_parquet_s": pandas_s, "peak_rss_mb": rss_after_ours}))
+
+
+def read_main(args) -> None:
+    from hpsearch.store.layout import SweepDir
+    from hpsearch.store.tables import _history_df, tables_writer, write_tables
+
+    with tempfile.TemporaryDirectory(prefix="hpsearch-scale-read-") as root:
+        sweep = SweepDir.of(root)
+        t = time.perf_counter()
+        writes = [0.0, 0]
+
+        def on_end(records):
+            # The history written as a sweep writes it (one append per trial end), so its
+            # parts are a sweep's; trials.parquet once at the end (it does not grow with
+            # reports, and "writes" measures it).
+            w = time.perf_counter()
+            tables_writer(records, sweep).history.write(records, _history_df)
+            writes[0] += time.perf_counter() - w
+            writes[1] += 1
+
+        records = synthetic_records(args.n_trials, args.reports, on_end=on_end)
+        write_tables(records, sweep)
+        made = time.perf_counter() - t
+        parts = len(SweepDir.history_parts(sweep.history))
+        size = sum(p.stat().st_size for p in sweep.history.iterdir()) / 2 ** 20
+        writer = tables_writer(records, sweep)
+        print(f"made {args.n_trials} x {args.reports} = {len(records.history)} reports in "
+              f"{made:.1f} s; {writes[1]} history writes took {writes[0]:.1f} s "
+              f"({1e3 * writes[0] / writes[1]:.2f} ms each); history: {parts} parts, "
+              f"{size:.1f} MB; whole writes {writer.history.full_writes}, rows converted "
+              f"{writer.history.rows_converted}")
+        results = []
+        for _ in range(args.reps):
+            proc = subprocess.run([sys.executable, __file__, "_read", root], capture_output=True,
+                                  text=True, cwd=ROOT)
+            line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+            if line is None:
+                raise SystemExit(proc.stdout + proc.stderr)
+            results.append(json.loads(line[7:]))
+        results.sort(key=lambda r: r["read_history_s"])
+        mid = results[len(results) // 2]
+        print(f"\n| history | rows | columns | hpsearch.read_history s | pd.read_parquet(dir) s "
+              f"| peak reader RSS MB |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        print(f"| {args.n_trials} trials x {args.reports} reports, {parts} parts | {mid['rows']} "
+              f"| {mid['columns']} | {mid['read_history_s']:.3f} "
+              f"(range {results[0]['read_history_s']:.3f}..{results[-1]['read_history_s']:.3f}) "
+              f"| {mid['pd_read_parquet_s']:.3f} | {mid['peak_rss_mb']:.0f} |")
+
+
+# --- one write, as the sweep grows ----------------------------------------------------------
+
+
+def _single_file_write(records, sweep) -> None:
+    """What every write did before layout 3: both tables rewritten whole."""
+    from hpsearch.store.layout import write_atomic
+    from hpsearch.store.tables import history_frame, trials_frame
+
+    trials, history = trials_frame(records), history_frame(records)
+    write_atomic(sweep.trials, lambda tmp: trials.to_parquet(tmp, index=False))
+    target = sweep.path / "history-single-file.parquet"
+    write_atomic(target, lambda tmp: history.to_parquet(tmp, index=False))
+
+
+def writes_main(args) -> None:
+    from hpsearch.store.layout import SweepDir
+    from hpsearch.store.tables import _history_df, tables_writer, trials_frame, \
+        write_parquet_atomic
+
+    sizes = sorted(set(args.at))
+    print("| trials so far | reports so far | single file: ms per write | layout 3: ms per "
+          "write | of which trials.parquet | of which the history's append | ratio |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        old, new = SweepDir.of(a), SweepDir.of(b)
+        state = {"next": 0}
+
+        def append(records):
+            tables_writer(records, new).history.write(records, _history_df)
+
+        def on_end(records):
+            n = len(records.trials)
+            if state["next"] < len(sizes) and n == sizes[state["next"]]:
+                state["next"] += 1
+                times = {"old": [], "trials": [], "history": []}
+                for _ in range(args.reps):  # one more trial end each time, both layouts
+                    tid = f"x{n}_{len(times['old'])}"
+                    records.start(tid, {"lr": 0.01, "precision": "bf16"})
+                    for e in range(1, args.reports + 1):
+                        records.result(tid, {"step": e, "epoch": float(e), "val_loss": 0.5,
+                                             "time_total_s": float(e), "training_iteration": e})
+                    records.end(tid)
+                    # write_tables is these two steps (and a test hook): timed apart.
+                    for key, fn in (("old", lambda r: _single_file_write(r, old)),
+                                    ("trials", lambda r: write_parquet_atomic(
+                                        trials_frame(r), new.trials)),
+                                    ("history", append)):
+                        t = time.perf_counter()
+                        fn(records)
+                        times[key].append(time.perf_counter() - t)
+                o, tr, h = (sorted(times[k])[len(times[k]) // 2] * 1e3
+                            for k in ("old", "trials", "history"))
+                print(f"| {n} | {len(records.history)} | {o:.1f} | {tr + h:.1f} | {tr:.1f} | "
+                      f"{h:.2f} | {o / (tr + h):.0f}x |", flush=True)
+            else:  # between the sizes measured: the history's appends only (the trial
+                # table is written whole at every write, it keeps no state)
+                append(records)
+
+        synthetic_records(max(sizes) + 1, args.reports, on_end=on_end)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("sweep", help="hpsearch vs bare Tune, N trivial trials")
+    p.add_argument("--trials", type=int, default=2000)
+    p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--profile", help="cProfile the hpsearch driver into this file")
+    p = sub.add_parser("read", help="read a 10,000 x 30 history")
+    p.add_argument("--n-trials", type=int, default=10_000)
+    p.add_argument("--reports", type=int, default=30)
+    p.add_argument("--reps", type=int, default=5)
+    p = sub.add_parser("writes", help="one write's cost as the sweep grows")
+    p.add_argument("--at", type=int, nargs="+", default=[100, 1000, 2000, 5000, 10000])
+    p.add_argument("--reports", type=int, default=10)
+    p.add_argument("--reps", type=int, default=5)
+    p = sub.add_parser("_side")
+    p.add_argument("side", choices=["hpsearch", "bare"])
+    p.add_argument("--trials", type=int, required=True)
+    p.add_argument("--profile")
+    p = sub.add_parser("_read")
+    p.add_argument("path")
+    args = parser.parse_args()
+    {"sweep": sweep_main, "read": read_main, "writes": writes_main, "_side": side_main,
+     "_read": read_child}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,17 +9,19 @@
 # 1. The "server": an SSH user (hpsearch-e2e) and an sshd of its own on 127.0.0.1, on a
 #    non-standard port (E2E_SSH_PORT, default 2222), started here and stopped at the end.
 #    Needs openssh-server, rsync and netcat (docs/cluster.md: rsync on both ends, nc for
-#    the port). The node's ~/hpsearch-venv is pre-seeded from this venv's packages (a
+#    the port). The user's Ray gets a temp dir of its own (RAY_TMPDIR in its ~/.bashrc),
+#    as /tmp/ray here belongs to root. The node's ~/hpsearch-venv is pre-seeded from this venv's packages (a
 #    .pth file): `pip install torch --index-url ...` then finds torch installed and
-#    downloads nothing, which keeps the run offline-fast. Everything else in
+#    downloads nothing (this machine cannot reach the torch index). `pip install
+#    --upgrade pip` and the build of hpsearch still fetch a few small packages. Everything else in
 #    setup_commands runs as shipped (`pip install ~/hpsearch` builds and installs it).
 # 2. The "laptop": a fresh clone of this repository's HEAD, a HOME of its own with an SSH
 #    key and the token created as docs/cluster.md says (umask 077).
 # 3. cluster.yaml with only the edits docs/cluster.md lists: the head's address (here
-#    127.0.0.1) in head_ip and head_start_ray_commands, no workers, ssh_user,
-#    ssh_proxy_command for the port, the torch index URL (CPU here), and the shared
-#    mount point (/dev/shm here, a mount point on this machine) in the mountpoint check
-#    and the space's storage.
+#    127.0.0.1) in head_ip and head_start_ray_commands, no workers, ssh_user and
+#    ssh_private_key (an absolute path: ssh reads `~` as the passwd home, not $HOME),
+#    ssh_proxy_command for the port, and the torch index URL (CPU here). The shared
+#    storage stays /mnt/shared: the script bind-mounts a folder there (and unmounts it).
 # 4. ray up; hpsearch submit of search_spaces/quickstart.yaml (2 trials); the job's status,
 #    the sweep's tables, manifest (git commit) and the Optuna study; token refusal on the
 #    job API and the metrics port answering without it (as the docs say); ray down; no
@@ -32,11 +34,11 @@ PORT=${E2E_SSH_PORT:-2222}
 USER_NAME=${E2E_SSH_USER:-hpsearch-e2e}
 REPO=$(git rev-parse --show-toplevel)
 PY=$(command -v python)
-WORK=$(mktemp -d /tmp/hpsearch-e2e.XXXXXX)   # short: Ray's socket paths have a length limit
+WORK=$(mktemp -d -t hpsearch-e2e.XXXXXX)   # short: Ray's socket paths have a length limit
 LAPTOP_HOME=$WORK/home
 PROJECT=$WORK/hpsearch
-SHARED=/dev/shm
-STORAGE=$SHARED/hpsearch-e2e-runs-$$
+SHARED=/mnt/shared   # the shipped cluster.yaml's; an NFS mount on a real cluster
+STORAGE=$SHARED/hpsearch-runs
 T0=$(date +%s)
 step() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -45,7 +47,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 for tool in sshd rsync nc ssh-keygen; do
     command -v "$tool" >/dev/null || fail "$tool is missing (apt-get install -y openssh-server rsync netcat-openbsd)"
 done
-mountpoint -q "$SHARED" || fail "$SHARED is not a mount point here"
+mountpoint -q "$SHARED" && fail "$SHARED is mounted already; this script mounts its own there"
 
 SSHD_PID=""
 cleanup() {
@@ -57,13 +59,19 @@ cleanup() {
     pkill -KILL -u "$USER_NAME" 2>/dev/null   # only the SSH user's processes
     sleep 1
     userdel -r "$USER_NAME" 2>/dev/null
-    rm -rf "$WORK" "$STORAGE"
+    [ -n "${MOUNTED:-}" ] && umount "$SHARED" && rmdir "$SHARED" 2>/dev/null
+    rm -rf "$WORK" "${NODE_TMP:-}"
 }
 trap cleanup EXIT
 
 # 1. The server.
-step "server: user $USER_NAME, sshd on 127.0.0.1:$PORT"
+step "server: user $USER_NAME, sshd on 127.0.0.1:$PORT, $SHARED (a bind mount)"
+mkdir -p "$WORK/shared" "$SHARED"
+chmod 1777 "$WORK/shared"
+mount --bind "$WORK/shared" "$SHARED"
+MOUNTED=1
 id "$USER_NAME" >/dev/null 2>&1 || useradd -m -s /bin/bash "$USER_NAME"
+usermod -p "*" "$USER_NAME"   # no password, but not locked: sshd (without PAM) refuses locked accounts
 NODE_HOME=$(getent passwd "$USER_NAME" | cut -d: -f6)
 mkdir -p "$LAPTOP_HOME/.ssh" "$WORK/sshd"
 chmod 700 "$LAPTOP_HOME/.ssh"
@@ -78,8 +86,16 @@ mkdir -p /run/sshd
     -o PidFile="$WORK/sshd/pid" -o AllowUsers="$USER_NAME" -o StrictModes=yes
 for _ in $(seq 50); do [ -s "$WORK/sshd/pid" ] && break; sleep 0.1; done
 SSHD_PID=$(cat "$WORK/sshd/pid")
+# Ray's default temp dir, /tmp/ray, belongs to whoever ran Ray here first (root, on this
+# machine); a server of one's own has no such problem. The user's Ray gets its own.
+NODE_TMP=${TMPDIR:-/tmp}/hse2e-ray-$$
+install -d -m 700 -o "$USER_NAME" -g "$USER_NAME" "$NODE_TMP"
+sed -i "1i export RAY_TMPDIR=$NODE_TMP" "$NODE_HOME/.bashrc"
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# The venv's own old setuptools would hide the seeded one torch requires (pip would then
+# go to the torch index for it).
 su - "$USER_NAME" -c "python3 -m venv ~/hpsearch-venv && \
+    ~/hpsearch-venv/bin/pip uninstall -qy setuptools && \
     echo '$SITE' > \$(~/hpsearch-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/e2e-seed.pth && \
     printf '#!%s\nfrom ray.scripts.scripts import main\nmain()\n' ~/hpsearch-venv/bin/python > ~/hpsearch-venv/bin/ray && \
     chmod +x ~/hpsearch-venv/bin/ray"
@@ -99,9 +115,9 @@ cd "$PROJECT"
 sed -i -e 's/192\.0\.2\.10/127.0.0.1/g' \
     -e 's/^  worker_ips: .*/  worker_ips: []/' \
     -e "s/^  ssh_user: .*/  ssh_user: $USER_NAME/" \
+    -e "s#^  ssh_private_key: .*#  ssh_private_key: $LAPTOP_HOME/.ssh/id_ed25519#" \
     -e "s/^  # ssh_proxy_command: nc %h 2222/  ssh_proxy_command: nc %h $PORT/" \
-    -e 's#download.pytorch.org/whl/cu[0-9]*#download.pytorch.org/whl/cpu#' \
-    -e "s#/mnt/shared#$SHARED#g" cluster.yaml
+    -e 's#download.pytorch.org/whl/cu[0-9]*#download.pytorch.org/whl/cpu#' cluster.yaml
 git --no-pager diff --stat
 grep -q "ssh_proxy_command: nc %h $PORT" cluster.yaml || fail "no ssh_proxy_command line to uncomment"
 
@@ -162,6 +178,12 @@ if [ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8090/metrics)" =
 else
     fail "the metrics port 8090 did not answer; docs/cluster.md says it does"
 fi
+
+echo "listening sockets of the cluster's processes (address:port process):"
+sockets=$(ss -ltnpH 2>/dev/null || true)
+for pid in $(pgrep -u "$USER_NAME"); do
+    grep "pid=$pid," <<<"$sockets" | awk '{print $4, $6}' | sed 's/users:((("\([^"]*\)".*/\1/' || true
+done | sort -u
 
 step "ray down"
 DOWN0=$(date +%s)

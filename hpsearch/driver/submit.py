@@ -12,6 +12,10 @@ things ``ray job submit --working-dir .`` gets wrong for hpsearch are handled he
 * **A double cron fire runs once.** The submission id is deterministic,
   ``<sweep name>-<date>``; a second submission of the same id is refused by Ray, and this
   reports that the job exists instead of failing.
+
+``hpsearch submit --resume NAME`` submits ``hpsearch resume NAME`` the same way: after the
+whole cluster went down (a power cut), the sweep continues as a Ray Job again, under the
+id ``<name>-resume-<date>``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 from hpsearch.errors import ClusterError, InvalidArgumentError
 
-__all__ = ["SubmitResult", "job_address", "submission_id", "submit_sweep"]
+__all__ = ["job_address", "submission_id", "submit_resume", "submit_sweep"]
 
 #: Never uploaded: version control, virtual environments, sweeps, and hpsearch itself.
 EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.pyc", "runs/", "/hpsearch/",
@@ -54,27 +58,46 @@ def submission_id(name: str, now: datetime | None = None) -> str:
 def submit_sweep(space: str, run_args: list[str], *, name: str, address: str | None,
                  working_dir: str = ".", sub_id: str | None = None) -> dict[str, Any]:
     """Submit ``hpsearch run SPACE RUN_ARGS...`` as a Ray Job. Returns ``{"submission_id",
-    "address", "existed", "status", "logs"}``; a job already submitted under the same id
-    is not submitted again.
+    "address", "existed", "status", "logs", "entrypoint"}``; a job already submitted under
+    the same id is not submitted again.
 
     Raises:
         InvalidArgumentError: The space file is not inside the working directory.
         ClusterError: The Jobs API cannot be reached, or refuses the token.
     """
-    from hpsearch.store.manifest import git_state
-
     root = Path(working_dir).resolve()
     space_path = Path(space).resolve()
     if root not in space_path.parents:
         raise InvalidArgumentError(
             f"{space} is not inside the working directory {root}, which is what the job "
             "receives; run `hpsearch submit` from the directory that holds it")
+    return _submit(["hpsearch", "run", str(space_path.relative_to(root)), *run_args],
+                   root=root, address=address, sub_id=sub_id or submission_id(name))
+
+
+def submit_resume(name: str, resume_args: list[str], *, address: str | None,
+                  working_dir: str = ".", sub_id: str | None = None) -> dict[str, Any]:
+    """Submit ``hpsearch resume NAME RESUME_ARGS...`` as a Ray Job, under the id
+    ``<name>-resume-<date>`` unless ``sub_id`` is given; otherwise as
+    :func:`submit_sweep`. The working directory is uploaded for the user's trainables.
+
+    Raises:
+        ClusterError: The Jobs API cannot be reached, or refuses the token.
+    """
+    return _submit(["hpsearch", "resume", name, *resume_args],
+                   root=Path(working_dir).resolve(), address=address,
+                   sub_id=sub_id or submission_id(f"{name}-resume"))
+
+
+def _submit(command: list[str], *, root: Path, address: str | None,
+            sub_id: str) -> dict[str, Any]:
+    from hpsearch.store.manifest import git_state
+
     address = job_address(address)
-    sub_id = sub_id or submission_id(name)
     git = git_state(root) or {}
     env = {"HPSEARCH_GIT_COMMIT": git.get("commit") or "",
            "HPSEARCH_GIT_DIRTY": "1" if git.get("dirty") else "0"}
-    entrypoint = shlex.join(["hpsearch", "run", str(space_path.relative_to(root)), *run_args])
+    entrypoint = shlex.join(command)
     client = _client(address)
     existing = _status(client, sub_id)
     if existing is None:

@@ -1,17 +1,22 @@
 """A Ray cluster of several nodes on this one machine, as `ray up` would start one: a head
 (`ray start --head`) and worker nodes (`ray start --address`), each with its own declared
 resources. Every node is a `ray start --block` process this test owns and stops (never
-`ray stop`, which would stop anyone's Ray on the machine)."""
+`ray stop`, which would stop anyone's Ray on the machine). Every process of the cluster,
+down to a Ray Job's driver, carries the cluster's own ``HPSEARCH_TEST_CLUSTER`` variable,
+which is how :meth:`Cluster.kill` finds them all."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -31,12 +36,36 @@ class Cluster:
     dashboard_port: int | None = None
 
     def kill(self) -> None:
-        """Every node at once, as a power cut would (SIGKILL to each node's processes)."""
+        """Every node at once, as a power cut would: SIGKILL to each node's processes and
+        to every process that carries this cluster's mark (workers, actors, a Ray Job's
+        driver and its watcher, which Ray starts in sessions of their own)."""
         for node in self.nodes:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(node.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while (left := self.processes()) and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
         for node in self.nodes:
             node.wait()
+        assert not self.processes(), "a process of the cluster outlived the power cut"
+
+    def processes(self) -> list[int]:
+        """The live processes that carry this cluster's mark."""
+        mark = f"HPSEARCH_TEST_CLUSTER={self.env['HPSEARCH_TEST_CLUSTER']}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if mark in f.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:  # gone, or not ours to read
+                continue
+        return found
 
     def stop(self) -> None:
         for node in reversed(self.nodes):
@@ -46,9 +75,12 @@ class Cluster:
             try:
                 node.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(node.pid, signal.SIGKILL)
-                node.wait()
+                pass
+            # ... but not always its agents (seen: a dashboard and a runtime-env agent
+            # outliving a node that had served a Ray Job): the rest of its group goes too.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGKILL)
+            node.wait()
 
 
 def _ray_start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
@@ -78,13 +110,19 @@ def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
     written. Token auth is off (a test cluster on loopback), or on with ``token``: a token
     generated into ``home/.ray/auth_token`` and ``RAY_AUTH_MODE=token`` in ``env``."""
     port = port or free_port()
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HOME": str(home)}
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HOME": str(home),
+           "HPSEARCH_TEST_CLUSTER": uuid.uuid4().hex}
     if token:
         env["RAY_AUTH_MODE"] = "token"
         subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "get-auth-token",
                         "--generate"], env=env, check=True, capture_output=True, timeout=60)
     address = f"127.0.0.1:{port}"
     cluster = Cluster(address, env)
+    # Each worker node gets a temp dir of its own, as a machine of its own would have: two
+    # nodes sharing one session folder share its runtime-env folder, and the second
+    # node's agent re-unpacks a Ray Job's working_dir there, deleting it from under the
+    # job's driver, whose working directory it is.
+    node_dirs = [tempfile.mkdtemp(prefix="raynode") for _ in nodes[1:]]
     head_args = ["--head", f"--port={port}", f"--include-dashboard={str(dashboard).lower()}"]
     if dashboard:
         cluster.dashboard_port = free_port()
@@ -92,10 +130,13 @@ def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
     try:
         cluster.nodes.append(_ray_start(head_args + nodes[0], env))
         _wait_for_nodes(address, env, 1)
-        for extra in nodes[1:]:
-            cluster.nodes.append(_ray_start([f"--address={address}", *extra], env))
+        for extra, temp in zip(nodes[1:], node_dirs):
+            cluster.nodes.append(_ray_start([f"--address={address}", f"--temp-dir={temp}",
+                                             *extra], env))
         _wait_for_nodes(address, env, len(nodes))
         yield cluster
     finally:
         cluster.stop()
         time.sleep(1)
+        for temp in node_dirs:
+            shutil.rmtree(temp, ignore_errors=True)

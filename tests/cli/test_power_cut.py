@@ -1,0 +1,149 @@
+"""The whole cluster loses power mid-sweep: a two-node cluster (token auth) runs a sweep as
+a Ray Job (`hpsearch submit`); once some trials have finished, every process of every node
+is killed at once, the job's driver with them. The cluster is started again and
+`hpsearch submit --resume` finishes the sweep as a Ray Job. Nothing finished is lost or
+run twice, the plan's trial count holds, and the Optuna study agrees with the tables."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+import hpsearch
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.manifest import read_manifest
+
+from .cluster import ray_cluster
+from .study_check import assert_study_matches_tables, open_study
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+NUM = 8
+SPACE = f"""\
+    name: powercut
+    trainable: digits
+    objective: {{metric: val_loss, mode: min}}
+    params:
+      lr: {{type: float, low: 1.0e-3, high: 3.0e-2, log: true}}
+      batch_size: 16
+    search: {{algorithm: tpe, seed: 3, n_startup_trials: 3}}
+    scheduler: {{type: fifo, max_t: 6}}
+    trials: {{num: {NUM}}}
+"""
+NODES = [["--num-cpus=2"], ["--num-cpus=2"]]
+
+
+def submit(project: Path, env: dict, api: str, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "submit", *args, "--address", api],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "submitted job" in result.stdout, result.stdout
+    return result.stdout.split("submitted job ", 1)[1].split()[0]
+
+
+def wait_for_job(api: str, env: dict, job: str, timeout: float = 240) -> tuple[str, str]:
+    code = textwrap.dedent(f"""
+        import time
+        from ray.job_submission import JobSubmissionClient
+        client = JobSubmissionClient({api!r})
+        deadline = time.monotonic() + {timeout}
+        while time.monotonic() < deadline:
+            status = str(client.get_job_status({job!r}).value)
+            if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                break
+            time.sleep(1)
+        print(client.get_job_logs({job!r})[-12000:])
+        print("STATUS", status)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=timeout + 60).stdout
+    logs, _, status = out.rpartition("STATUS ")
+    return status.strip(), logs
+
+
+def ended(sweep: Path):
+    try:
+        trials = hpsearch.read_trials(sweep)
+    except Exception:  # noqa: BLE001 - not written yet
+        return None
+    return trials[~trials.status.isin(["running", "pending"])].set_index("trial_id")
+
+
+def test_power_cut_of_the_whole_cluster_then_resume_as_a_job(tmp_path, no_ray_running):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "powercut.yaml").write_text(textwrap.dedent(SPACE))
+    storage = tmp_path / "shared"  # NFS on a real cluster; one disk for nodes on one host
+    sweep = storage / "powercut"
+    env_extra = {"PYTHONUNBUFFERED": "1",
+                 "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    started = time.monotonic()
+
+    with ray_cluster(tmp_path, NODES, dashboard=True, token=True) as cluster:
+        env = {**cluster.env, **env_extra}
+        api = f"http://127.0.0.1:{cluster.dashboard_port}"
+        job = submit(project, env, api, "powercut.yaml", "--storage", str(storage))
+        assert job == f"powercut-{datetime.now():%Y-%m-%d}"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            done = ended(sweep)
+            if done is not None and len(done) >= 2 and len(done) <= NUM - 2:
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"no two trials ended in time: {wait_for_job(api, env, job, 1)}")
+        before = ended(sweep)
+        history_before = hpsearch.read_history(sweep)
+        driver = read_manifest(SweepDir(sweep))["runs"][-1]["driver_pid"]
+        assert driver in cluster.processes(), "the job's driver is not the cluster's"
+        cluster.kill()  # the power cut: every node, every worker, the job's driver
+        cut_at = time.monotonic()
+    assert len(before) < NUM, "the sweep finished before the cut"
+
+    with ray_cluster(tmp_path, NODES, dashboard=True, token=True) as cluster:
+        env = {**cluster.env, **env_extra}
+        api = f"http://127.0.0.1:{cluster.dashboard_port}"
+        job = submit(project, env, api, "--resume", "powercut", "--storage", str(storage))
+        assert job == f"powercut-resume-{datetime.now():%Y-%m-%d}"
+        status, logs = wait_for_job(api, env, job)
+    assert status == "SUCCEEDED", logs
+    print(f"power cut after {cut_at - started:.0f} s with {len(before)} trials ended; "
+          f"whole test {time.monotonic() - started:.0f} s")
+
+    trials = hpsearch.read_trials(sweep).set_index("trial_id")
+    assert len(trials) == NUM and trials.index.is_unique
+    # `stopped`: running at the cut after Tune's last state save; kept with its reports
+    assert set(trials.status) <= {"completed", "stopped"}, trials.status
+    for tid, row in before.iterrows():  # ended before the cut: kept, not run again
+        assert trials.loc[tid, "status"] == row.status
+        assert trials.loc[tid, "final_value"] == row.final_value
+    history = hpsearch.read_history(sweep)
+    assert not history.duplicated(["trial_id", "step"]).any()
+    for tid in before.index:
+        assert len(history[history.trial_id == tid]) == \
+            len(history_before[history_before.trial_id == tid]), tid
+    # Every trial Tune ran has its row (none lost), and the study agrees with the tables.
+    folders = [p.name.split("_")[2] for p in SweepDir(sweep).tune.glob("hpsearch_trial_*")]
+    study = open_study(sweep, "powercut")
+    story = (f"folders {sorted(folders)}\nrows {trials[['status', 'optuna_trial']]}\n"
+             f"study {[(t.number, t.state.name, t.user_attrs.get('trial_id')) for t in study.trials]}"
+             f"\nbefore {before[['status']]}\nlogs {logs[-3000:]}")
+    assert len(folders) == len(set(folders)) and set(folders) <= set(trials.index), story
+    assert_study_matches_tables(sweep, "powercut", history_may_lag=True)
+    manifest = read_manifest(SweepDir(sweep))
+    assert manifest["status"] == "finished" and len(manifest["runs"]) == 2
+    # Each row a trial that ran. Seen once in two runs: a row without a Tune trial folder,
+    # i.e. a trial Optuna proposed before the cut that Tune had not saved and never
+    # started; its `stopped` row counted toward the plan, so one planned trial never
+    # trained. Open (issue 12); kept visible here rather than hidden.
+    never_ran = sorted(set(trials.index) - set(folders))
+    if never_ran:
+        pytest.xfail(f"known: planned trial(s) {never_ran} never ran after the cut\n{story}")

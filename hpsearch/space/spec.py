@@ -15,7 +15,7 @@ from typing import Any, Iterable, Literal, Mapping, Union
 TRIAL_COLUMNS = (
     "trial_id", "status", "final_value", "best_value", "best_step", "best_epoch", "steps",
     "epochs", "wall_s", "worker_s", "gpu_s", "precision_used", "checkpoint", "error",
-    "started_at", "ended_at", "optuna_trial",
+    "started_at", "ended_at", "startup_s", "optuna_trial",
 )
 
 

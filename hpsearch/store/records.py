@@ -15,12 +15,16 @@ from typing import Any, Iterable, Mapping
 from hpsearch.space.spec import Objective, Spec
 from hpsearch.store import status as st
 
-__all__ = ["OBJECTIVE_MISSING", "TUNE_KEYS", "TrialRecords", "final_status", "history_row",
+__all__ = ["FIRST_STEP_AT", "OBJECTIVE_MISSING", "TUNE_KEYS", "TrialRecords", "final_status", "history_row",
            "sanitize_report"]
 
 #: Set on a report that lacked the objective metric (it then carries the worst value):
 #: a trial whose every report had it never reported its objective, and fails.
 OBJECTIVE_MISSING = "hpsearch_objective_missing"
+
+#: Report key: the wall clock (epoch seconds) of the trial's first training step, set by
+#: the harness. The row's ``startup_s`` is it minus the row's ``started_at``.
+FIRST_STEP_AT = "first_step_at"
 
 #: Result keys that are Tune bookkeeping rather than training metrics.
 TUNE_KEYS = frozenset(
@@ -29,6 +33,7 @@ TUNE_KEYS = frozenset(
         "node_ip", "pid", "should_checkpoint", "time_since_restore", "time_this_iter_s",
         "timestamp", "timesteps_since_restore", "timesteps_total", "episodes_total",
         "trial_id", "checkpoint_dir_name", "checkpoint_path", "checkpoint", OBJECTIVE_MISSING,
+        FIRST_STEP_AT,
     }
 )
 
@@ -167,6 +172,10 @@ class TrialRecords:
             row["precision_used"] = result.get("precision")
         if result.get("checkpoint_path"):
             row["checkpoint"] = result["checkpoint_path"]
+        first_step = result.get(FIRST_STEP_AT)
+        if "startup_s" not in row and first_step is not None and row.get("started_at"):
+            # The first attempt's start-up: a restart after a failure keeps it.
+            row["startup_s"] = max(0.0, float(first_step) - float(row["started_at"]))
 
     def end(
         self,

@@ -96,3 +96,16 @@ def test_printed_user_strings_have_their_control_characters_escaped():
     assert printable("fp16\x1b[31m!\r") == "fp16\\x1b[31m!\\r"
     assert printable("lr=0.01, précision") == "lr=0.01, précision"
     assert math.isnan(float(printable(float("nan"))))
+
+
+def test_startup_is_start_to_first_step_and_a_restart_keeps_the_first_attempts():
+    records = TrialRecords(make_spec())
+    records.start("a", {"lr": 0.01})
+    started = records.trials["a"]["started_at"]
+    records.result("a", {"val_mse": 1.0, "step": 1, "epoch": 1, "first_step_at": started + 2.5})
+    records.result("a", {"val_mse": 0.9, "step": 2, "epoch": 2, "first_step_at": started + 40})
+    assert records.trials["a"]["startup_s"] == pytest.approx(2.5)
+    assert all("first_step_at" not in row for row in records.history)  # not a metric
+    records.start("b", {"lr": 0.01})
+    report(records, "b", 1)  # a raw loop: no first step marked
+    assert "startup_s" not in records.trials["b"]

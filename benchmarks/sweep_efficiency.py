@@ -86,6 +86,10 @@ def main() -> None:
     parser.add_argument("--trial-seconds", type=float, default=30.0)
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--epochs-2w", type=int, default=None,
+                        help="epochs of a 2-worker trial (default: twice the 1-worker "
+                             "calibration, which is far too many on 2 loaded cores: gloo's "
+                             "all-reduce makes a 2-worker digits step ~10x a 1-thread one)")
     args = parser.parse_args()
 
     os.chdir(Path(__file__).resolve().parents[1])  # so workers import benchmarks._timed
@@ -99,7 +103,8 @@ def main() -> None:
     ray_start = time.perf_counter() - t
     try:
         with tempfile.TemporaryDirectory(prefix="hpsearch-bench-") as root:
-            rows = {m: run(*MODES[m], args.trials, epochs * MODES[m][0], root)
+            rows = {m: run(*MODES[m], args.trials,
+                           epochs if MODES[m][0] == 1 else (args.epochs_2w or 2 * epochs), root)
                     for m in args.modes}
     finally:
         conn.close()

@@ -7,12 +7,16 @@ trials.
 
 A calibration run measures a ``digits`` epoch on this machine, then a FIFO sweep of trials
 sized to ``--trial-seconds`` runs through ``run_sweep`` as a user's would, for 1-worker
-trials (trained inside the Tune trial's process) and 2-worker trials (Ray Train). Training
+trials (trained inside the Tune trial's process) and 2-worker DDP trials, cold (a Ray Train
+run per trial, ``resources.warm_workers: false``) and warm (one worker group per slot,
+reused trial after trial; its first start is counted). 2-worker trials get twice the
+epochs, so their training also lasts about ``--trial-seconds``. Training
 time per trial is first to last training step, stamped by ``benchmarks/_timed.py``. Sweep
 wall-clock is from the first trial's start to the last trial's end, so starting Ray itself
 is not counted (it is printed separately).
 
-    .venv/bin/python benchmarks/sweep_efficiency.py [--trial-seconds 30] [--trials 4]
+    .venv/bin/python benchmarks/sweep_efficiency.py [--trial-seconds 30] [--trials 4] \
+        [--modes 1 "2 cold" "2 warm"]
 """
 
 from __future__ import annotations
@@ -44,14 +48,17 @@ def epoch_seconds() -> float:
     return (time.perf_counter() - t) / 5
 
 
-def run(workers: int, trials: int, epochs: int, root: str) -> dict[str, float]:
+MODES = {"1": (1, True), "2 cold": (2, False), "2 warm": (2, True)}
+
+
+def run(workers: int, warm: bool, trials: int, epochs: int, root: str) -> dict[str, float]:
     from hpsearch.space import parse_space
     from hpsearch.driver.sweep import run_sweep
     from hpsearch.store.tables import read_trials
 
-    timing = os.path.join(root, f"timing-{workers}.jsonl")
+    timing = os.path.join(root, f"timing-{workers}-{warm}.jsonl")
     spec = parse_space({
-        "name": f"efficiency-{workers}w",
+        "name": f"efficiency-{workers}w-{'warm' if warm else 'cold'}",
         "trainable": "benchmarks._timed:WORKLOAD",
         "objective": {"metric": "val_loss", "mode": "min"},
         "params": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True},
@@ -59,7 +66,7 @@ def run(workers: int, trials: int, epochs: int, root: str) -> dict[str, float]:
         "search": {"algorithm": "random", "seed": workers},
         "scheduler": {"type": "fifo", "time_attr": "epoch", "max_t": epochs},
         "trials": {"num": trials},
-        "resources": {"workers": workers, "cpus_per_worker": 1},
+        "resources": {"workers": workers, "cpus_per_worker": 1, "warm_workers": warm},
     })
     result = run_sweep(spec, storage=root, stream=io.StringIO())
     table = read_trials(result.sweep_dir)
@@ -70,14 +77,19 @@ def run(workers: int, trials: int, epochs: int, root: str) -> dict[str, float]:
     ideal = training / result.plan.slots
     return {"slots": result.plan.slots, "trials": len(table),
             "mean trial training s": training / len(table), "wall s": wall,
-            "ideal s": ideal, "wall / ideal": wall / ideal}
+            "ideal s": ideal, "wall / ideal": wall / ideal,
+            "median startup_s": float(table.startup_s.median())}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trial-seconds", type=float, default=30.0)
     parser.add_argument("--trials", type=int, default=4)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--epochs-2w", type=int, default=None,
+                        help="epochs of a 2-worker trial (default: twice the 1-worker "
+                             "calibration, which is far too many on 2 loaded cores: gloo's "
+                             "all-reduce makes a 2-worker digits step ~10x a 1-thread one)")
     args = parser.parse_args()
 
     os.chdir(Path(__file__).resolve().parents[1])  # so workers import benchmarks._timed
@@ -91,15 +103,18 @@ def main() -> None:
     ray_start = time.perf_counter() - t
     try:
         with tempfile.TemporaryDirectory(prefix="hpsearch-bench-") as root:
-            rows = {w: run(w, args.trials, epochs, root) for w in args.workers}
+            rows = {m: run(*MODES[m], args.trials,
+                           epochs if MODES[m][0] == 1 else (args.epochs_2w or 2 * epochs), root)
+                    for m in args.modes}
     finally:
         conn.close()
     print(f"digits epoch {per_epoch * 1000:.0f} ms on 1 thread -> {epochs} epochs a trial "
           f"(~{args.trial_seconds:g} s); starting Ray took {ray_start:.1f} s (not counted)")
     keys = list(next(iter(rows.values())))
-    print(f"{'':24s}" + "".join(f"{f'{w} worker(s)':>16s}" for w in rows))
+    print("| | " + " | ".join(f"{m} worker(s)" for m in rows) + " |")
+    print("| --- |" + " --- |" * len(rows))
     for key in keys:
-        print(f"{key:24s}" + "".join(f"{rows[w][key]:16.2f}" for w in rows))
+        print(f"| {key} | " + " | ".join(f"{rows[m][key]:.2f}" for m in rows) + " |")
 
 
 if __name__ == "__main__":

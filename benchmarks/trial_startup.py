@@ -4,7 +4,10 @@ Question: how long does a trial wait before it trains, and where does that time 
 compares the two ways hpsearch runs a trial:
 
 * 1 worker: the harness trains inside the Tune trial's own process (no worker group);
-* 2 workers: a Ray Train ``TorchTrainer`` (controller actor, worker group, gloo).
+* 2 workers, cold (``resources.warm_workers: false``): a Ray Train ``TorchTrainer`` per
+  trial (controller actor, worker group, gloo);
+* 2 workers, warm (the default): one long-lived worker group per trial slot that trains
+  trial after trial; the first trial pays the group's start, the next ones do not.
 
 Each mode runs a small sweep of short ``digits`` trials one at a time (so trials never
 compete for the 2 cores) on one shared local Ray instance, through ``run_sweep`` as a user
@@ -12,7 +15,11 @@ would. The timed workload (``benchmarks/_timed.py``) stamps when the harness sta
 building data (worker up, imports done, process group formed) and every training step;
 the trial table gives when Tune started and ended each trial.
 
-    .venv/bin/python benchmarks/trial_startup.py [--trials 3]
+    .venv/bin/python benchmarks/trial_startup.py [--trials 4]
+
+The "first" rows are the sweep's first trial, the "next" rows the median of the others
+(for the warm mode: a trial on a group that is already up). ``startup_s`` is the trial
+table's column (Tune's start of the trial -> its first step).
 """
 
 from __future__ import annotations
@@ -30,9 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timed import read_stamps  # noqa: E402
 
 
-def space(workers: int, trials: int, timing_file: str) -> dict:
+MODES = {"1 worker": (1, True), "2 cold": (2, False), "2 warm": (2, True)}
+
+
+def space(workers: int, warm: bool, trials: int, timing_file: str) -> dict:
     return {
-        "name": f"startup-{workers}w",
+        "name": f"startup-{workers}w-{'warm' if warm else 'cold'}",
         "trainable": "benchmarks._timed:WORKLOAD",
         "objective": {"metric": "val_loss", "mode": "min"},
         "params": {
@@ -43,21 +53,22 @@ def space(workers: int, trials: int, timing_file: str) -> dict:
         "search": {"algorithm": "random", "seed": workers},
         "scheduler": {"type": "fifo", "time_attr": "epoch", "max_t": 2},
         "trials": {"num": trials, "max_concurrent": 1},
-        "resources": {"workers": workers, "cpus_per_worker": 1},
+        "resources": {"workers": workers, "cpus_per_worker": 1, "warm_workers": warm},
     }
 
 
-def measure(workers: int, trials: int, root: str) -> list[dict[str, float]]:
+def measure(workers: int, warm: bool, trials: int, root: str) -> list[dict[str, float]]:
     from hpsearch.space import parse_space
     from hpsearch.driver.sweep import run_sweep
     from hpsearch.store.tables import read_trials
 
-    timing = os.path.join(root, f"timing-{workers}.jsonl")
-    spec = parse_space(space(workers, trials, timing))
+    timing = os.path.join(root, f"timing-{workers}-{warm}.jsonl")
+    spec = parse_space(space(workers, warm, trials, timing))
     result = run_sweep(spec, storage=root, stream=io.StringIO())
     stamps = read_stamps(timing)
     rows = []
-    for row in read_trials(result.sweep_dir).itertuples():
+    previous_end = None
+    for row in read_trials(result.sweep_dir).sort_values("started_at").itertuples():
         s = stamps[repr(row.lr)]
         start, end = row.started_at.timestamp(), row.ended_at.timestamp()
         rows.append({
@@ -66,13 +77,18 @@ def measure(workers: int, trials: int, root: str) -> list[dict[str, float]]:
             "start -> first step": s["first_step"] - start,
             "training": s["last_step"] - s["first_step"],
             "last step -> trial ended": end - s["last_step"],
+            "startup_s (trial table)": float(row.startup_s),
+            "previous ended -> first step": (s["first_step"] - previous_end
+                                             if previous_end is not None else float("nan")),
         })
+        previous_end = end
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     args = parser.parse_args()
 
     from hpsearch.driver.connect import connect
@@ -81,18 +97,20 @@ def main() -> None:
     conn = connect(None)
     try:
         with tempfile.TemporaryDirectory(prefix="hpsearch-bench-") as root:
-            results = {w: measure(w, args.trials, root) for w in (1, 2)}
+            results = {m: measure(*MODES[m], args.trials, root) for m in args.modes}
     finally:
         conn.close()
-    keys = list(results[1][0])
-    print(f"median seconds over {args.trials} trials of each kind "
-          f"(digits, 2 epochs, one trial at a time, {os.cpu_count()} CPUs)")
-    print(f"{'':28s}{'1 worker (in-process)':>24s}{'2 workers (Ray Train)':>24s}")
+    keys = list(next(iter(results.values()))[0])
+    print(f"seconds, {args.trials} trials of each kind (digits, 2 epochs, one trial at a "
+          f"time, {os.cpu_count()} CPUs); first trial | median of the next ones")
+    print("| | " + " | ".join(f"{m}: first | {m}: next" for m in results) + " |")
+    print("| --- |" + " --- | --- |" * len(results))
     for key in keys:
-        a, b = (statistics.median(r[key] for r in results[w]) for w in (1, 2))
-        print(f"{key:28s}{a:24.2f}{b:24.2f}")
-    a, b = (statistics.median(r["start -> first step"] for r in results[w]) for w in (1, 2))
-    print(f"\nstart latency, 2-worker / 1-worker: {b / a:.1f}x")
+        cells = []
+        for rows in results.values():
+            nxt = [r[key] for r in rows[1:]]
+            cells += [f"{rows[0][key]:.2f}", f"{statistics.median(nxt):.2f}" if nxt else "-"]
+        print(f"| {key} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

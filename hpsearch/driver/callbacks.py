@@ -454,3 +454,40 @@ class Janitor(Callback):
 
     def on_experiment_end(self, trials, **info):
         self.reap()
+
+
+class WarmGroupsCallback(Callback):
+    """Keeps a sweep's warm worker groups (:mod:`hpsearch.driver.warm`) in step with Tune
+    and the ledger: a trial Tune ended frees its group at once (its Tune trial may have
+    been killed before it could say so), and the pool holds no more groups than the
+    sweep's current share of the cluster."""
+
+    def __init__(self, runner, sweep: str, *, every_s: float = 1.0):
+        self.runner = runner
+        self.sweep = sweep
+        self.every_s = every_s
+        self.last = 0.0
+        self.slots: int | None = None
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.runner.trial_ended(trial.trial_id)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.runner.trial_ended(trial.trial_id)
+
+    def on_step_end(self, iteration, trials, **info):
+        if time.monotonic() - self.last < self.every_s:
+            return
+        self.last = time.monotonic()
+        from hpsearch.driver import live
+
+        limits = live.limits(self.sweep)
+        if limits is None or limits.ledger is None:
+            return
+        slots = min(limits.slots, max(0, limits.ledger.share))
+        if slots != self.slots:
+            self.slots = slots
+            try:
+                self.runner.set_slots(slots)
+            except Exception:  # noqa: BLE001 - housekeeping must never end a sweep
+                pass

@@ -109,7 +109,12 @@ class SweepRun:
     @property
     def callbacks(self) -> list:
         # Tables first: progress reads the records the tables callback has just updated.
-        return [self.tables, self.progress, self.watch, self.janitor]
+        extra = []
+        if self.runner.kind == "warm":
+            from hpsearch.driver.callbacks import WarmGroupsCallback
+
+            extra.append(WarmGroupsCallback(self.runner, str(self.sweep)))
+        return [self.tables, self.progress, self.watch, self.janitor, *extra]
 
 
 def _ledger_client(spec: Spec, sweep: SweepDir, slots: int | None) -> Any:
@@ -177,11 +182,13 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
     status = "finished"
     sentinel = _InterruptSentinel()
     try:
+        run.runner.open(sweep, slots=plan.slots)
         with sentinel:
             tuner.fit()
     except KeyboardInterrupt:
         status = "interrupted"
     finally:
+        run.runner.close()  # warm worker groups go before the tables are written
         run.progress.close()
         run.limits.close()  # the share goes back to the other sweeps at once
         from hpsearch.driver import live

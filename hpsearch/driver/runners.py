@@ -7,13 +7,18 @@ the one place the driver imports the user's trainable:
   Tune trial's actor. No worker group, no process group, no second actor, and Tune reuses
   the actor for the next trial: start-up drops from tens of seconds to a fraction of one
   (``benchmarks/trial_startup.py``).
-* :class:`TrainRunner`, for several workers or a raw ``train_loop_per_worker``: the Tune
-  trial builds a ``TorchTrainer`` (Ray Train V2) and forwards rank 0's reports to Tune with
-  a ``TuneReportCallback`` so ASHA can stop it mid-training.
+* :class:`WarmRunner`, for several harness workers (the default,
+  ``resources.warm_workers: true``): each trial slot keeps one Ray Train worker group that
+  trains trial after trial; the Tune trial only relays its reports
+  (:mod:`hpsearch.driver.warm`). Start-up drops from ~15 s to under a second once a slot's
+  group is up.
+* :class:`TrainRunner`, for a raw ``train_loop_per_worker`` or ``warm_workers: false``:
+  the Tune trial builds a ``TorchTrainer`` (Ray Train V2) and forwards rank 0's reports to
+  Tune with a ``TuneReportCallback`` so ASHA can stop it mid-training.
 
 A runner knows the resources its Tune trial holds, whether Tune may reuse its actor, how
-often Tune retries it, how to run one configuration and where its checkpoints live. This is
-the only module that imports ``ray.train``.
+often Tune retries it, how to run one configuration and where its checkpoints live. This module
+and :mod:`hpsearch.driver.warm` are the only ones that import ``ray.train``.
 
 GPUs: each worker trains on the GPU Ray assigned to it (:func:`cuda_device_index`), and
 its reports carry that assignment (``gpu_ids``, ``cuda_visible_devices``; every worker's,
@@ -36,7 +41,7 @@ from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import sanitize_report
 from hpsearch.workloads.resolve import is_harness_workload, load_trainable
 
-__all__ = ["GPU_KEYS", "CheckpointStore", "InProcessRunner", "Runner", "TrainRunner",
+__all__ = ["GPU_KEYS", "CheckpointStore", "InProcessRunner", "Runner", "TrainRunner", "WarmRunner",
            "cuda_device_index", "require_cuda_if_asked", "resolve_runner"]
 
 # The Tune trial that drives a Ray Train run only waits on it, so it reserves no CPU (a
@@ -68,6 +73,8 @@ def resolve_runner(spec: Spec, *, workers: int | None = None) -> "Runner":
     workers = workers or spec.resources.workers
     if harness and workers == 1:
         return InProcessRunner(spec)
+    if harness and spec.resources.warm_workers:
+        return WarmRunner(spec, harness=True, workers=workers)
     return TrainRunner(spec, harness=harness, workers=workers)
 
 
@@ -139,6 +146,12 @@ class Runner:
 
     def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
         raise NotImplementedError
+
+    def open(self, sweep: SweepDir, *, slots: int) -> None:
+        """Before the sweep's Tuner runs (driver side): set up what its trials share."""
+
+    def close(self) -> None:
+        """After the Tuner has run, however it ended: give back what :meth:`open` made."""
 
 
 @dataclass(frozen=True)
@@ -298,6 +311,144 @@ class TrainRunner(Runner):
         finally:
             if conn.started_local:
                 conn.close()
+
+
+#: The driver's handles of the warm pools it opened (pool name -> actor handle).
+_OPEN_POOLS: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class WarmRunner(TrainRunner):
+    """Several harness workers per trial, on warm worker groups reused across trials.
+
+    The Tune trial holds no resources: it takes a free group from the sweep's pool,
+    relays the group's reports to Tune and, when Tune stops it, frees the group at that
+    report. See :mod:`hpsearch.driver.warm`.
+    """
+
+    pool: str = ""
+    kind: ClassVar[str] = "warm"
+    reuse_actors: ClassVar[bool] = True  # the thin Tune trial's actor is cheap to keep
+
+    def __init__(self, spec: Spec, *, harness: bool = True, workers: int):
+        super().__init__(spec, harness=True, workers=workers)
+        from hpsearch.driver.warm import pool_name
+
+        object.__setattr__(self, "pool", pool_name(spec.name))
+
+    def open(self, sweep: SweepDir, *, slots: int) -> None:
+        import ray
+
+        from hpsearch.driver.ledger import NAMESPACE
+        from hpsearch.driver.warm import WarmPool
+
+        pool = ray.remote(num_cpus=0, max_concurrency=64)(WarmPool).options(
+            name=self.pool, namespace=NAMESPACE).remote(self, sweep, slots)
+        ray.get(pool.size.remote())  # up and named before the first trial looks for it
+        _OPEN_POOLS[self.pool] = pool  # Ray ends an actor whose handles are all gone
+
+    def close(self) -> None:
+        import ray
+
+        pool = _OPEN_POOLS.pop(self.pool, None) or self._pool()
+        if pool is None:
+            return
+        try:
+            ray.get(pool.close.remote(), timeout=60)
+        except Exception:  # noqa: BLE001 - killed below, and what it held reaped
+            pass
+        ray.kill(pool)
+        from hpsearch.driver.repairs import reap_orphan_placement_groups
+
+        try:
+            reap_orphan_placement_groups()  # a group killed before Ray Train removed it
+        except Exception:  # noqa: BLE001 - housekeeping must never end a sweep
+            pass
+
+    def _pool(self) -> Any:
+        import ray
+
+        from hpsearch.driver.ledger import NAMESPACE
+
+        try:
+            return ray.get_actor(self.pool, namespace=NAMESPACE)
+        except ValueError:
+            return None
+
+    def set_slots(self, slots: int) -> None:
+        """The sweep may hold ``slots`` groups now (its share of a shared cluster)."""
+        pool = self._pool()
+        if pool is not None:
+            pool.set_limit.remote(slots)
+
+    def trial_ended(self, trial_id: str) -> None:
+        """Tune has ended ``trial_id`` (driver side): free its group if it still holds it."""
+        pool = self._pool()
+        if pool is not None:
+            pool.release.remote(trial_id)
+
+    def warm_trainer(self, host: Any, sweep: SweepDir, name: str) -> Any:
+        """The long-lived ``TorchTrainer`` of one warm group."""
+        from ray.train import FailureConfig, RunConfig, ScalingConfig
+        from ray.train.torch import TorchTrainer
+
+        from hpsearch.driver.warm import warm_worker_loop
+
+        res = self.spec.resources
+        backend: dict[str, Any] = {}
+        if self.simulate_gpu and res.use_gpu:
+            from ray.train.torch import TorchConfig
+
+            backend["torch_config"] = TorchConfig(backend="gloo")
+        return TorchTrainer(
+            warm_worker_loop,
+            train_loop_config={"host": host, "trainable": self.spec.trainable, "sweep": sweep,
+                               "objective": self.spec.objective,
+                               "keep": self.spec.checkpoints.keep},
+            scaling_config=ScalingConfig(num_workers=self.n_workers, use_gpu=res.use_gpu,
+                                         resources_per_worker=res.per_worker()),
+            run_config=RunConfig(
+                name=f"{self.pool}-{name}", storage_path=os.fspath(sweep.train),
+                # Failures are counted per trial by the group's host (trials.max_failures);
+                # Ray Train restarts the group as often as it fails. A group that cannot
+                # start is retried once, then the trial waiting for it fails.
+                failure_config=FailureConfig(max_failures=-1, controller_failure_limit=1)),
+            **backend,
+        )
+
+    def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
+        import time
+
+        import ray
+        from ray import tune
+
+        pool = self._pool()
+        if pool is None:
+            raise TrainableError(f"the sweep's worker-group pool {self.pool} is gone")
+        host = ray.get(pool.acquire.remote(trial_id))
+        while host is None:  # the slots are all busy: only while a share shrinks
+            time.sleep(0.1)
+            host = ray.get(pool.acquire.remote(trial_id))
+        ended = False
+        seq = ray.get(host.assign.remote(trial_id, config))
+        try:
+            relayed = 0
+            while True:
+                out = ray.get(host.poll.remote(seq, relayed, 1.0))
+                for metrics in out["reports"]:
+                    tune.report(metrics)  # returns once Tune goes on; a stop ends the thread
+                    relayed += 1
+                    host.ack.remote(seq, relayed)
+                if out["state"] == "done":
+                    ended = True
+                    return
+                if out["state"] in ("failed", "stopped"):
+                    ended = True
+                    raise TrainableError(out["error"] or f"the trial's worker group {out['state']}")
+        finally:
+            if not ended:
+                host.stop.remote(seq)
+            pool.release.remote(trial_id)
 
 
 class _ReportLog:
@@ -498,6 +649,60 @@ class _TrainSession:
 
         checkpoint = ray.train.get_checkpoint()
         return checkpoint.to_directory() if checkpoint else None
+
+
+class _WarmSession:
+    """Harness session of one trial on a warm worker group: rank 0 keeps the checkpoints
+    (as in-process trials do) and hands each report to the group's host, which answers
+    once Tune has taken it; every rank then leaves the trial together if Tune stopped it."""
+
+    def __init__(self, host: Any, job: Mapping[str, Any], sweep: SweepDir,
+                 objective: Objective, *, keep: int):
+        import ray.train
+
+        ctx = ray.train.get_context()
+        self.world_rank = ctx.get_world_rank()
+        self.world_size = ctx.get_world_size()
+        self.local_rank = ctx.get_local_rank()
+        gpus, self.device_index = _gpu_assignment()
+        self._gpus = _every_workers_gpus(gpus, self.world_size)
+        self._host = host
+        self._seq = job["seq"]
+        self._objective = objective
+        self._store = CheckpointStore(sweep, job["trial_id"], keep=keep)
+
+    def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
+        import ray
+
+        from hpsearch.driver.warm import _TrialStopped, stop_flag
+
+        stop = False
+        if self.world_rank == 0:
+            metrics = {**sanitize_report(metrics, self._objective), **self._gpus}
+            if checkpoint_dir:
+                metrics["checkpoint_path"] = self._store.add(checkpoint_dir, int(metrics["step"]))
+            stop = ray.get(self._host.report.remote(self._seq, metrics))
+        elif checkpoint_dir:
+            from hpsearch.train.checkpoint import discard
+
+            discard(checkpoint_dir)
+        if stop_flag(stop, self.world_size):
+            raise _TrialStopped
+
+    def latest_checkpoint_dir(self) -> str | None:
+        return self._store.latest()
+
+
+def _every_workers_gpus(gpus: Mapping[str, str], world_size: int) -> dict[str, str]:
+    """This worker's :data:`GPU_KEYS` joined with every other worker's, in rank order (a
+    collective: every rank calls it)."""
+    if world_size <= 1:
+        return dict(gpus)
+    import torch.distributed as dist
+
+    every: list[Any] = [None] * world_size
+    dist.all_gather_object(every, dict(gpus))
+    return _with_every_workers_gpus(every) if any(every) else {}
 
 
 def _harness_worker_loop(payload: dict[str, Any]) -> None:

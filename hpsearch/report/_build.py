@@ -573,13 +573,14 @@ class _Builder:
         sec.blocks.append(Para(
             f"In the order they started; {self.unit} reached is where each one stopped."))
         columns = ["trial", "status", *self.params, f"best {self.metric}",
-                   f"{self.unit} reached", "worker-s", "started (UTC)"]
+                   f"{self.unit} reached", "worker-s", "start-up s", "started (UTC)"]
         rows = [[str(r["trial_id"]), str(r["status"]), *(_fmt(r.get(p), "–") for p in self.params),
                  _fmt(r.get("best_value")), self.reached_text(r["trial_id"]),
-                 _fmt(r.get("worker_s")), _when(r.get("started_at"), short=True)]
+                 _fmt(r.get("worker_s")), _fmt(r.get("startup_s"), "–"),
+                 _when(r.get("started_at"), short=True)]
                 for r in trials.to_dict("records")]
         n = len(self.params)
-        sec.blocks.append(Table(columns, rows, numeric={2 + n, 3 + n, 4 + n}))
+        sec.blocks.append(Table(columns, rows, numeric={2 + n, 3 + n, 4 + n, 5 + n}))
         return sec
 
     def about(self) -> Section:

@@ -274,12 +274,13 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
     if section is BAD:
         return BAD
     report.reject_unknown_keys(section, path, ("workers", "use_gpu", "cpus_per_worker",
-                                               "gpus_per_worker", "share"))
+                                               "gpus_per_worker", "share", "warm_workers"))
     workers = report.integer(section, path, "workers", default=1, minimum=1, maximum=100_000)
     use_gpu = report.flag(section, path, "use_gpu", default=False)
     cpus = report.number(section, path, "cpus_per_worker", default=1, above=0)
     gpus = report.number(section, path, "gpus_per_worker", default=None, minimum=0)
     share = report.number(section, path, "share", default=1.0, above=0)
+    warm = report.flag(section, path, "warm_workers", default=True)
     if is_number(cpus) and cpus > 1 and cpus != int(cpus):
         cpus = report.add(path + ("cpus_per_worker",), "range", "must be a whole number when "
                           f"above 1; Ray splits only single CPUs (got {show(cpus)})")
@@ -294,12 +295,12 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
         gpus = report.add(path + ("gpus_per_worker",), "conflict",
                           "must be > 0 with `use_gpu: true` (got 0); set use_gpu: false to "
                           "train on CPUs")
-    if not ok(workers, use_gpu, cpus, gpus, share):
+    if not ok(workers, use_gpu, cpus, gpus, share, warm):
         return BAD
     if gpus is None:
         gpus = 1 if use_gpu else 0
     return Resources(workers=workers, use_gpu=use_gpu, cpus_per_worker=cpus,
-                     gpus_per_worker=gpus, share=float(share))
+                     gpus_per_worker=gpus, share=float(share), warm_workers=warm)
 
 
 def _read_budget(raw: Mapping, report: Report) -> Any:

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Literal, Mapping, Union
 TRIAL_COLUMNS = (
     "trial_id", "status", "final_value", "best_value", "best_step", "best_epoch", "steps",
     "epochs", "wall_s", "worker_s", "gpu_s", "precision_used", "checkpoint", "error",
-    "started_at", "ended_at", "optuna_trial",
+    "started_at", "ended_at", "startup_s", "optuna_trial",
 )
 
 
@@ -205,13 +205,16 @@ class Trials:
 @dataclass(frozen=True)
 class Resources:
     """What each trial holds. ``share`` weighs this sweep against others on a shared
-    cluster (twice the share, twice the trial slots while both run)."""
+    cluster (twice the share, twice the trial slots while both run). ``warm_workers``:
+    multi-worker harness trials reuse their worker group, trial after trial (``false``:
+    a fresh Ray Train run per trial)."""
 
     workers: int = 1
     use_gpu: bool = False
     cpus_per_worker: float = 1
     gpus_per_worker: float = 0
     share: float = 1.0
+    warm_workers: bool = True
 
     def per_worker(self) -> dict[str, float]:
         """Resources one worker holds."""

@@ -15,12 +15,16 @@ from typing import Any, Iterable, Mapping
 from hpsearch.space.spec import Objective, Spec
 from hpsearch.store import status as st
 
-__all__ = ["OBJECTIVE_MISSING", "TRAIN_LOG", "TUNE_KEYS", "TrialRecords", "final_status",
-           "history_row", "log_rows", "sanitize_report"]
+__all__ = ["FIRST_STEP_AT", "OBJECTIVE_MISSING", "TRAIN_LOG", "TUNE_KEYS", "TrialRecords",
+           "final_status", "history_row", "log_rows", "sanitize_report"]
 
 #: Set on a report that lacked the objective metric (it then carries the worst value):
 #: a trial whose every report had it never reported its objective, and fails.
 OBJECTIVE_MISSING = "hpsearch_objective_missing"
+
+#: Report key: the wall clock (epoch seconds) of the trial's first training step, set by
+#: the harness. The row's ``startup_s`` is it minus the row's ``started_at``.
+FIRST_STEP_AT = "first_step_at"
 
 #: Result keys that are Tune bookkeeping rather than training metrics.
 TUNE_KEYS = frozenset(
@@ -30,6 +34,7 @@ TUNE_KEYS = frozenset(
         "timestamp", "timesteps_since_restore", "timesteps_total", "episodes_total",
         "trial_id", "checkpoint_dir_name", "checkpoint_path", "checkpoint", OBJECTIVE_MISSING,
         "train_log",
+        FIRST_STEP_AT,
     }
 )
 
@@ -233,6 +238,10 @@ class TrialRecords:
             row["precision_used"] = result.get("precision")
         if result.get("checkpoint_path"):
             row["checkpoint"] = result["checkpoint_path"]
+        first_step = result.get(FIRST_STEP_AT)
+        if "startup_s" not in row and first_step is not None and row.get("started_at"):
+            # The first attempt's start-up: a restart after a failure keeps it.
+            row["startup_s"] = max(0.0, float(first_step) - float(row["started_at"]))
 
     def _append(self, hist: dict[str, Any]) -> None:
         key = (hist["trial_id"], hist.get("step"), hist.get("evaluated") is not False)

@@ -64,7 +64,7 @@ def trials_frame(records: TrialRecords):
     df = pd.DataFrame(data, columns=columns)
     for col in ("started_at", "ended_at"):
         df[col] = pd.to_datetime(df[col], unit="s", utc=True)
-    for col in ("final_value", "best_value", "wall_s", "worker_s", "gpu_s"):
+    for col in ("final_value", "best_value", "wall_s", "worker_s", "gpu_s", "startup_s"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     for col in ("best_step", "steps", "optuna_trial"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")

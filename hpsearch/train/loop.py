@@ -66,6 +66,9 @@ Each report (one ``session.report`` call, made by every rank with the same value
 ``peak_mem_mb``   peak accelerator memory allocated so far (None on the CPU);
 ``precision``     the precision trained in;
 ``skipped_steps`` steps the fp16 scaler skipped so far (overflowing gradients);
+``first_step_at`` wall clock (epoch seconds) when this run's first training step began
+                  (after a resume: the first step after it); the trial table's
+                  ``startup_s`` is measured to it;
 ``status``        ``running``; on the last report ``completed``, ``diverged`` (a non-finite
                   training loss, or one over ``diverge_factor`` times the first step's:
                   ``val_loss`` is NaN and training stops) or
@@ -221,6 +224,7 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             "precision": cfg.precision,
             "skipped_steps": _skipped_steps(step, optimizer, scaler),
             "status": status,
+            "first_step_at": first_step_at,
         }
         if log_rows:
             metrics["train_log"] = take_log()
@@ -256,6 +260,7 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
         return rows
 
     first_loss: float | None = None  # the first step's loss: what "exploded" is measured against
+    first_step_at: float | None = None
     if resume_dir is not None:
         first_loss = state.get("first_loss")
     metrics: dict[str, Any] = {}
@@ -280,6 +285,8 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             train_set.set_epoch(epoch)
         chunks = _index_chunks(sampler, per_worker_batch)[batch_in_epoch:]
         for batch in batches_of(train_set, chunks):
+            if first_step_at is None:
+                first_step_at = time.time()
             lr = lr_for(step)
             for group in optimizer.param_groups:
                 group["lr"] = lr

@@ -121,3 +121,16 @@ def test_log_every_rows_join_the_history_between_reports_and_never_rank_the_tria
     records.result("a", {"step": 20, "epoch": 2, "val_mse": 0.7, "time_total_s": 20.0,
                          "train_log": [{"step": 20, "epoch": 2, "train_loss": 0.3, "age_s": 0}]})
     assert [(r["step"], r["evaluated"]) for r in records.history][-2:] == [(20, True), (20, False)]
+
+
+def test_startup_is_start_to_first_step_and_a_restart_keeps_the_first_attempts():
+    records = TrialRecords(make_spec())
+    records.start("a", {"lr": 0.01})
+    started = records.trials["a"]["started_at"]
+    records.result("a", {"val_mse": 1.0, "step": 1, "epoch": 1, "first_step_at": started + 2.5})
+    records.result("a", {"val_mse": 0.9, "step": 2, "epoch": 2, "first_step_at": started + 40})
+    assert records.trials["a"]["startup_s"] == pytest.approx(2.5)
+    assert all("first_step_at" not in row for row in records.history)  # not a metric
+    records.start("b", {"lr": 0.01})
+    report(records, "b", 1)  # a raw loop: no first step marked
+    assert "startup_s" not in records.trials["b"]

@@ -14,7 +14,7 @@ from .conftest import comparable
 
 REPORT_KEYS = {
     "step", "epoch", "lr", "train_loss", "val_loss", "val_accuracy", "grad_norm", "samples_per_s",
-    "peak_mem_mb", "precision", "skipped_steps", "status",
+    "peak_mem_mb", "precision", "skipped_steps", "status", "first_step_at",
 }
 TINY_LM = {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16, "samples_per_epoch": 96,
            "val_samples": 32, "corpus_bytes": 50_000, "batch_size": 32}

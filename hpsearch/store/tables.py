@@ -9,7 +9,10 @@ trial's row is on disk as soon as it ends. Readers (:func:`read_trials`,
 What a write costs:
 
 * ``trials.parquet`` is one file, converted and replaced whole (atomic rename): one row
-  per trial, about 10 ms per 1,000 trials.
+  per trial. The first write converts it through pandas; later ones build the same Arrow
+  table column by column (:class:`TablesWriter`): on a busy 2-core machine, flushes to
+  disk included, 7 ms per write at 300 trials and 16 ms at 2,000, against 21 and 57 ms
+  through pandas.
 * ``history.parquet``, the table that grows (reports x trials), is a directory of parts
   (:mod:`hpsearch.store.parts`): a write converts and appends only the reports that
   arrived since the previous one.

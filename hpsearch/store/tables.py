@@ -186,16 +186,21 @@ def _trials_arrow(records: TrialRecords, schema, kinds: Mapping[str, str]):
         try:
             if kind == "time":
                 arr = pa.array(pd.to_datetime(values, unit="s", utc=True)).cast(field.type)
-            elif kind == "string":
-                if any(v is not None and not isinstance(v, str) for v in values):
-                    return None
-                arr = pa.array(values, type=field.type)
             else:
-                if any(v is not None and (isinstance(v, (bool, str)) or (
-                        kind == "int" and isinstance(v, float) and v == v
-                        and not v.is_integer())) for v in values):
-                    return None
-                arr = pa.array(values, type=field.type, from_pandas=True)
+                types = set(map(type, values)) - {type(None)}  # one pass, few types
+                if kind == "string":
+                    if not all(issubclass(t, str) for t in types):
+                        return None
+                    arr = pa.array(values, type=field.type)
+                else:
+                    if not all(issubclass(t, (int, float)) and not issubclass(t, bool)
+                               for t in types):
+                        return None
+                    if kind == "int" and any(issubclass(t, float) for t in types) and any(
+                            isinstance(v, float) and v == v and not v.is_integer()
+                            for v in values):
+                        return None
+                    arr = pa.array(values, type=field.type, from_pandas=True)
         except (TypeError, ValueError, OverflowError, pa.ArrowException):
             return None
         arrays.append(arr)

@@ -426,13 +426,21 @@ def _fmt_resources(resources, only=None) -> str:
 
 
 class Janitor(Callback):
-    """Gives back what a dead Ray Train controller held: once a second, and when the
-    experiment ends, it removes the sweep's orphaned placement groups
+    """Gives back what a dead Ray Train controller held: once a second, and when a trial
+    fails and when the experiment ends, it removes the sweep's orphaned placement groups
     (:func:`hpsearch.driver.repairs.reap_orphan_placement_groups`), so a trial that
-    failed in any way never holds the cluster."""
+    failed in any way never holds the cluster.
 
-    def __init__(self, *, every_s: float = 1.0):
+    Only trials that run a Ray Train worker group can leave such a group. A sweep whose
+    trials train in their own Tune actor (``worker_groups=False``: the in-process runner)
+    skips the scan once a second, which reads the cluster's whole placement-group table
+    (one group per Tune trial, so it grows with the sweep); it still scans when a trial
+    fails and at the end, which cost nothing per trial.
+    """
+
+    def __init__(self, *, every_s: float = 1.0, worker_groups: bool = True):
         self.every_s = every_s
+        self.worker_groups = worker_groups
         self.last = 0.0
         self.removed: list[str] = []
 
@@ -446,7 +454,7 @@ class Janitor(Callback):
             pass
 
     def on_step_begin(self, iteration, trials, **info):
-        if time.monotonic() - self.last >= self.every_s:
+        if self.worker_groups and time.monotonic() - self.last >= self.every_s:
             self.reap()
 
     def on_trial_error(self, iteration, trials, trial, **info):

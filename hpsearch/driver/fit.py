@@ -86,7 +86,7 @@ class SweepRun:
         self.stopper = AllFailedStopper(self.records, sweep, threshold=min(spec.trials.num, 3))
         self.watch = StallWatch(self.records, self.progress.log)
         live.register_watch(sweep, self.watch)
-        self.janitor = Janitor()
+        self.janitor = Janitor(worker_groups=runner.kind != "in_process")
         self.limits = StartLimits(self.records, spec, deadline_at=deadline_at, slots=slots,
                                   ledger=_ledger_client(spec, sweep, slots) if share else None)
         live.register_limits(sweep, self.limits)

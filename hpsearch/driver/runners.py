@@ -109,25 +109,33 @@ class Runner:
         """How often Tune retries a failed trial."""
         return self.spec.trials.max_failures
 
-    def trainable(self, sweep: SweepDir) -> Any:
-        """The Tune trainable: a function trial holding :attr:`tune_resources`."""
+    def trainable(self, sweep: SweepDir, *, resumed: bool = False) -> Any:
+        """The Tune trainable: a function trial holding :attr:`tune_resources`.
+
+        Args:
+            sweep: The sweep directory.
+            resumed: For a restored Tuner: each trial first looks in the trial table for
+                an end Tune's saved state missed (:func:`recorded_end`). A new sweep's
+                trials cannot have one, and skip that read of the table.
+        """
         from ray import tune
 
         runner = self
 
         def hpsearch_trial(config: dict[str, Any]) -> None:
-            runner.run_tune_trial(config, sweep)
+            runner.run_tune_trial(config, sweep, resumed=resumed)
 
         return tune.with_resources(hpsearch_trial, dict(self.tune_resources))
 
-    def run_tune_trial(self, sampled: Mapping[str, Any], sweep: SweepDir) -> None:
+    def run_tune_trial(self, sampled: Mapping[str, Any], sweep: SweepDir, *,
+                       resumed: bool = True) -> None:
         """Body of one Tune trial (runs in the trial's actor)."""
         from ray import tune
 
         from hpsearch.driver.repairs import recorded_end
 
         trial_id = tune.get_context().get_trial_id()
-        done = recorded_end(sweep, trial_id)
+        done = recorded_end(sweep, trial_id) if resumed else None
         if done is not None:  # ended before a crash Tune's saved state did not see
             tune.report(sanitize_report(done, self.spec.objective))
             return

@@ -359,7 +359,7 @@ def resume_sweep(
         require_cuda_on_gpu_nodes(spec)
         run = SweepRun(spec, sweep, runner, verbose=verbose, stream=stream, records=records,
                        deadline_at=deadline_at, slots=plan.slots)
-        tuner = restore_tuner(sweep, runner.trainable(sweep), callbacks=run.callbacks,
+        tuner = restore_tuner(sweep, runner.trainable(sweep, resumed=True), callbacks=run.callbacks,
                               stopper=run.stopper, max_concurrent=plan.slots,
                               time_budget_s=run.time_budget_s)
         if overrides[:-1] or deadline is not None:  # extended: the sweep's space as now run

@@ -9,7 +9,10 @@ trial's row is on disk as soon as it ends. Readers (:func:`read_trials`,
 What a write costs:
 
 * ``trials.parquet`` is one file, converted and replaced whole (atomic rename): one row
-  per trial, about 10 ms per 1,000 trials.
+  per trial. The first write converts it through pandas; later ones build the same Arrow
+  table column by column (:class:`TablesWriter`): on a busy 2-core machine, flushes to
+  disk included, 7 ms per write at 300 trials and 16 ms at 2,000, against 21 and 57 ms
+  through pandas.
 * ``history.parquet``, the table that grows (reports x trials), is a directory of parts
   (:mod:`hpsearch.store.parts`): a write converts and appends only the reports that
   arrived since the previous one.
@@ -132,16 +135,109 @@ def write_parquet_atomic(df, path: Path) -> None:
     write_atomic(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
+# The trial table's columns by type, as trials_frame makes them.
+_FLOAT_COLUMNS = ("final_value", "best_value", "wall_s", "worker_s", "gpu_s", "startup_s",
+                  "best_epoch", "epochs")
+_INT_COLUMNS = ("best_step", "steps", "optuna_trial")
+_STRING_COLUMNS = ("trial_id", "status", "precision_used", "checkpoint", "error")
+_TIME_COLUMNS = ("started_at", "ended_at")
+
+
+def _typed_columns(spec: Spec) -> dict[str, str] | None:
+    """Every trial-table column with the kind :func:`trials_frame` gives it, or ``None``
+    when a parameter's column type depends on its values (choices that are not all
+    strings): only then does the table need pandas' inference at each write."""
+    kinds = {c: k for k, cols in (("float", _FLOAT_COLUMNS), ("int", _INT_COLUMNS),
+                                  ("string", _STRING_COLUMNS), ("time", _TIME_COLUMNS))
+             for c in cols}
+    for p in spec.params:
+        if p.name in TRIAL_COLUMNS:
+            continue
+        if p.type in ("float", "int"):
+            kinds[p.name] = p.type
+        elif all(isinstance(c, str) for c in p.choices):
+            kinds[p.name] = "string"
+        else:
+            return None
+    return kinds
+
+
+def _trials_arrow(records: TrialRecords, schema, kinds: Mapping[str, str]):
+    """The Arrow table :func:`trials_frame` converts to, built column by column straight
+    into ``schema`` (taken from a :func:`trials_frame` write of the same spec, pandas
+    metadata included, so readers get the same dtypes). The pandas frame costs ~40
+    conversions per write whatever the number of rows (~10-20 ms at each trial end);
+    this costs ~1 ms. ``None`` where a value is not what its column holds (pandas then
+    decides, as before)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    res = records.spec.resources
+    rows = list(records.trials.values())
+    per_worker, per_gpu = res.workers, res.per_trial().get("GPU", 0.0)
+    arrays = []
+    for field in schema:
+        name, kind = field.name, kinds[field.name]
+        if name in ("worker_s", "gpu_s"):
+            k = per_worker if name == "worker_s" else per_gpu
+            values = [None if (w := row.get("wall_s")) is None else w * k for row in rows]
+        else:
+            values = [row.get(name) for row in rows]
+        try:
+            if kind == "time":
+                arr = pa.array(pd.to_datetime(values, unit="s", utc=True)).cast(field.type)
+            else:
+                types = set(map(type, values)) - {type(None)}  # one pass, few types
+                if kind == "string":
+                    if not all(issubclass(t, str) for t in types):
+                        return None
+                    arr = pa.array(values, type=field.type)
+                else:
+                    if not all(issubclass(t, (int, float)) and not issubclass(t, bool)
+                               for t in types):
+                        return None
+                    if kind == "int" and any(issubclass(t, float) for t in types) and any(
+                            isinstance(v, float) and v == v and not v.is_integer()
+                            for v in values):
+                        return None
+                    arr = pa.array(values, type=field.type, from_pandas=True)
+        except (TypeError, ValueError, OverflowError, pa.ArrowException):
+            return None
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
 class TablesWriter:
-    """Both tables of one sweep directory, written from one records (trials first)."""
+    """Both tables of one sweep directory, written from one records (trials first).
+
+    The trial table is replaced whole at each write. The first write converts it through
+    pandas (:func:`trials_frame`); later ones build the same Arrow table directly in that
+    write's schema when every column's type is fixed by the spec (:func:`_trials_arrow`)."""
 
     def __init__(self, sweep: SweepDir):
         self.sweep = sweep
         self.history = HistoryWriter(sweep)
+        self._trials_schema = None
 
     def write(self, records: TrialRecords) -> None:
-        write_parquet_atomic(trials_frame(records), self.sweep.trials)
+        self.write_trials(records)
         self.history.write(records, _history_df)
+
+    def write_trials(self, records: TrialRecords) -> None:
+        """Replace ``trials.parquet`` with ``records``' trial table."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        kinds = _typed_columns(records.spec)
+        table = None
+        if kinds is not None and self._trials_schema is not None:
+            table = _trials_arrow(records, self._trials_schema, kinds)
+        if table is None:
+            table = pa.Table.from_pandas(trials_frame(records), preserve_index=False)
+            if kinds is not None and set(table.schema.names) <= set(kinds):
+                self._trials_schema = table.schema
+        write_atomic(self.sweep.trials,
+                     lambda tmp: pq.write_table(table, tmp, compression="snappy"))
 
 
 # One writer per records and directory: it knows what is on disk. Weak, so records that

@@ -1,6 +1,7 @@
 """The driver's checks at every step of Tune's loop follow Tune's trials incrementally and
 agree with a full recount (no Ray started: Tune's trials are stand-ins)."""
 
+import io
 import random
 from dataclasses import dataclass
 
@@ -64,3 +65,38 @@ def test_the_live_status_line_reads_the_rows_at_its_refresh_rate_not_every_step(
     finally:
         progress.close()
     assert len(renders) <= 2 + 1  # a step or two per half second, and the last one at close
+
+
+def test_the_janitor_scans_every_second_only_for_sweeps_with_worker_groups(tmp_path):
+    """One-worker trials train in their Tune actor and leave no Ray Train group to reap, so
+    the scan of the cluster's placement-group table (which grows with the sweep) is not
+    made at every step for them; it still is when a trial fails and at the end."""
+    from hpsearch.driver.callbacks import Janitor
+    from hpsearch.driver.fit import SweepRun
+    from hpsearch.driver.runners import InProcessRunner, TrainRunner
+    from hpsearch.space.spec import FloatParam, Objective, Scheduler, Spec
+    from hpsearch.store.layout import SweepDir
+
+    scans = []
+
+    class Counting(Janitor):
+        def reap(self):  # counted, not made: no Ray here
+            scans.append(self.worker_groups)
+
+    grouped, single = Counting(every_s=0.0), Counting(every_s=0.0, worker_groups=False)
+    for _ in range(3):
+        grouped.on_step_begin(0, [])
+        single.on_step_begin(0, [])
+    assert scans == [True, True, True]
+    single.on_trial_error(0, [], None)
+    single.on_experiment_end([])
+    assert scans[3:] == [False, False]
+
+    spec = Spec(name="t", trainable="digits", objective=Objective("val_loss", "min"),
+                params=(FloatParam("lr", 1e-4, 1e-1, log=True),), fixed={},
+                scheduler=Scheduler(type="asha", max_t=4, grace_period=1, reduction_factor=2))
+    for runner, groups in ((InProcessRunner(spec), False),
+                           (TrainRunner(spec, harness=True, workers=2), True)):
+        run = SweepRun(spec, SweepDir.of(tmp_path / runner.kind), runner, verbose=False,
+                       stream=io.StringIO(), share=False)
+        assert run.janitor.worker_groups is groups

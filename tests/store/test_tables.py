@@ -207,3 +207,72 @@ def test_a_trial_that_ended_before_the_crash_keeps_its_row_when_tune_replays_it(
     after = read_trials(tmp_path).set_index("trial_id").loc["a"]
     assert after.status == "completed" and after.ended_at == before.ended_at
     assert len(read_history(tmp_path)) == 4
+
+
+def test_the_trial_table_built_straight_into_arrow_matches_the_pandas_conversion(tmp_path):
+    """After its first write, a writer builds the trial table column by column in the
+    first write's schema (~1 ms instead of ~40 pandas conversions at each trial end): the
+    file must read back exactly as the pandas conversion of the same records."""
+    import random
+
+    import pyarrow as pa
+
+    from hpsearch.space.spec import IntParam
+    from hpsearch.store.tables import _trials_arrow, _typed_columns, tables_writer, trials_frame
+
+    spec = Spec(
+        name="t", trainable="digits", objective=Objective("val_loss", "min"),
+        params=(FloatParam("lr", 1e-4, 1e-1, log=True), IntParam("width", 8, 64),
+                CategoricalParam("precision", ("fp32", "bf16"))),
+        fixed={"batch_size": 64},
+        scheduler=Scheduler(type="asha", max_t=4, grace_period=1, reduction_factor=2),
+    )
+    rng = random.Random(0)
+    records = TrialRecords(spec)
+    sweep = SweepDir.of(tmp_path)
+    writer = tables_writer(records, sweep)
+    for i in range(40):
+        tid = f"{i:08x}"
+        records.start(tid, {"lr": 10 ** rng.uniform(-4, -1), "width": rng.randint(8, 64),
+                            "precision": rng.choice(["fp32", "bf16"])})
+        records.link_optuna(tid, i)
+        for e in range(1, rng.randint(0, 4) + 1):
+            loss = rng.choice([rng.random(), float("nan"), float("inf")])
+            records.result(tid, {"step": 10 * e, "epoch": e, "val_loss": loss,
+                                 "time_total_s": 0.5 * e, "training_iteration": e})
+        if rng.random() < 0.8:
+            records.end(tid, errored=rng.random() < 0.2, error="boom" if i % 3 else None)
+        write_tables(records, sweep)
+        fast = _trials_arrow(records, writer._trials_schema, _typed_columns(spec))
+        slow = pa.Table.from_pandas(trials_frame(records), preserve_index=False)
+        assert fast is not None and fast.equals(slow) and fast.schema.equals(slow.schema, check_metadata=True)
+        pd.testing.assert_frame_equal(read_trials(sweep), trials_frame(records))
+    assert writer._trials_schema is not None  # the fast path was the one taken
+
+
+def test_a_value_its_column_does_not_hold_goes_through_pandas(tmp_path):
+    from hpsearch.store.tables import _trials_arrow, _typed_columns, tables_writer, trials_frame
+
+    records = TrialRecords(make_spec())
+    sweep = SweepDir.of(tmp_path)
+    feed(records, "a", [0.5, 0.4])
+    write_tables(records, sweep)
+    records.trials["a"]["steps"] = 2.5  # pandas refuses it as an integer, so must we
+    assert _trials_arrow(records, tables_writer(records, sweep)._trials_schema,
+                         _typed_columns(records.spec)) is None
+    records.trials["a"]["steps"] = 2
+    records.trials["a"]["error"] = 3  # pandas writes it as "3"
+    assert _trials_arrow(records, tables_writer(records, sweep)._trials_schema,
+                         _typed_columns(records.spec)) is None
+    write_tables(records, sweep)
+    assert read_trials(sweep).error.iloc[0] == "3" == trials_frame(records).error.iloc[0]
+
+
+def test_every_trial_column_has_a_type_for_the_fast_write():
+    # A column without one silently sends every write back through pandas.
+    from hpsearch.space.spec import TRIAL_COLUMNS
+    from hpsearch.store import tables
+
+    typed = (tables._FLOAT_COLUMNS + tables._INT_COLUMNS + tables._STRING_COLUMNS
+             + tables._TIME_COLUMNS)
+    assert sorted(typed) == sorted(TRIAL_COLUMNS)

@@ -36,7 +36,7 @@ def resume(name, storage, address, trials, time_budget, deadline, max_concurrent
     Exit codes as for `hpsearch run`."""
     import sys
 
-    from hpsearch.cli.run import status_of, print_summary
+    from hpsearch.cli.run import print_summary, status_of
     from hpsearch.driver.sweep import resume_sweep
     from hpsearch.space import load_space
     from hpsearch.store.layout import SweepDir, default_storage

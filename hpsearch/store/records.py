@@ -134,6 +134,24 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
 
 
+def _is_nat(value: Any) -> bool:
+    """A missing time read back from the trial table (pandas' ``NaT``)."""
+    return hasattr(value, "timestamp") and value != value
+
+
+def _epoch_seconds(value: Any) -> float | None:
+    """A time as epoch seconds: live rows hold floats, rows read back from the trial table
+    hold pandas ``Timestamp``s (kept as they are, so a rewrite keeps them to the ns)."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    if hasattr(value, "timestamp"):
+        try:
+            return None if value != value else float(value.timestamp())  # NaT != NaT
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return None
+
+
 def _is_nan(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -239,9 +257,10 @@ class TrialRecords:
         if result.get("checkpoint_path"):
             row["checkpoint"] = result["checkpoint_path"]
         first_step = result.get(FIRST_STEP_AT)
-        if "startup_s" not in row and first_step is not None and row.get("started_at"):
+        started = _epoch_seconds(row.get("started_at"))
+        if "startup_s" not in row and first_step is not None and started:
             # The first attempt's start-up: a restart after a failure keeps it.
-            row["startup_s"] = max(0.0, float(first_step) - float(row["started_at"]))
+            row["startup_s"] = max(0.0, float(first_step) - started)
 
     def _append(self, hist: dict[str, Any]) -> None:
         key = (hist["trial_id"], hist.get("step"), hist.get("evaluated") is not False)
@@ -330,7 +349,7 @@ class TrialRecords:
         self.version += 1
         self.rewrites += 1
         for row in trials:
-            row = {k: v for k, v in row.items() if not _is_nan(v)}
+            row = {k: v for k, v in row.items() if not _is_nan(v) and not _is_nat(v)}
             if math.isfinite(self.spec.objective.score(row.get("best_value"))):
                 row["objective_reported"] = True
             self.trials[row["trial_id"]] = row

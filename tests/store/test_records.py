@@ -134,3 +134,20 @@ def test_startup_is_start_to_first_step_and_a_restart_keeps_the_first_attempts()
     records.start("b", {"lr": 0.01})
     report(records, "b", 1)  # a raw loop: no first step marked
     assert "startup_s" not in records.trials["b"]
+
+
+def test_startup_is_computed_from_a_start_time_read_back_from_the_table():
+    # A resumed sweep's rows come from trials.parquet, where times are timestamps; the
+    # first report after the resume computes startup_s from started_at (a power-cut run
+    # died here with "float() argument must be ... not 'Timestamp'").
+    import pandas as pd
+
+    records = TrialRecords(make_spec())
+    records.load([{"trial_id": "a", "status": "running",
+                   "started_at": pd.Timestamp(1_000_000_000, unit="s", tz="UTC"),
+                   "ended_at": pd.NaT}], [])
+    row = records.trials["a"]
+    assert "ended_at" not in row  # NaT is a missing value, like NaN
+    records.result("a", {"val_mse": 1.0, "step": 1, "epoch": 1,
+                         "first_step_at": 1_000_000_002.5})
+    assert row["startup_s"] == pytest.approx(2.5)

@@ -66,6 +66,8 @@ def test_night_two_learns_from_night_one(tmp_path, no_ray_running):
 
     # Its first trials are night 1's two best configurations.
     best = configs(t1.nsmallest(2, "best_value").sort_values("best_value"))
-    assert configs(t2)[:2] == best
+    # Proposed best first; with two slots they start together, in either order (a race
+    # that failed this test once on a clean clone).
+    assert sorted(configs(t2)[:2]) == sorted(best)
     # And what it proposes after them is new.
     assert not set(configs(t2)[2:]) & set(configs(t1))

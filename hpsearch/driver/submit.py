@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ __all__ = ["job_address", "submission_id", "submit_resume", "submit_sweep"]
 #: Never uploaded: version control, virtual environments, sweeps, and hpsearch itself.
 EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.pyc", "runs/", "/hpsearch/",
             "*.egg-info/"]
+
+
+#: How long a submission waits for a just-started cluster's job agent.
+AGENT_WAIT_S = 60.0
 
 
 def job_address(address: str | None) -> str:
@@ -101,15 +106,24 @@ def _submit(command: list[str], *, root: Path, address: str | None,
     client = _client(address)
     existing = _status(client, sub_id)
     if existing is None:
-        try:
-            client.submit_job(entrypoint=entrypoint, submission_id=sub_id,
-                              runtime_env={"working_dir": str(root), "excludes": EXCLUDES,
-                                           "env_vars": env})
-        except RuntimeError as exc:
-            if "already exists" not in str(exc):
-                raise ClusterError(f"the cluster at {address} refused the job: "
-                                   f"{_last_line(exc)}") from None
-            existing = _status(client, sub_id)
+        deadline = time.monotonic() + AGENT_WAIT_S
+        while True:
+            try:
+                client.submit_job(entrypoint=entrypoint, submission_id=sub_id,
+                                  runtime_env={"working_dir": str(root), "excludes": EXCLUDES,
+                                               "env_vars": env})
+            except RuntimeError as exc:
+                if "already exists" in str(exc):
+                    existing = _status(client, sub_id)
+                elif "No available agent" in str(exc) and time.monotonic() < deadline:
+                    # A cluster just started: its job agent registers a few seconds after
+                    # the dashboard answers, and Ray says to try again later.
+                    time.sleep(1.0)
+                    continue
+                else:
+                    raise ClusterError(f"the cluster at {address} refused the job: "
+                                       f"{_last_line(exc)}") from None
+            break
     logs = f"ray job logs --address {address} --follow {sub_id}"
     return {"submission_id": sub_id, "address": address, "existed": existing is not None,
             "status": existing or "PENDING", "logs": logs, "entrypoint": entrypoint}

@@ -35,7 +35,7 @@ from typing import Callable
 from hpsearch.errors import InvalidArgumentError, StorageError
 
 __all__ = ["DEFAULT_STORAGE", "STORAGE_ENV", "SweepDir", "SWEEP_NAME", "TRIAL_ID",
-           "UnsafePathError", "check_sweep_name", "check_trial_id", "default_storage",
+           "UnsafePathError", "check_sweep_name", "check_trial_id", "default_storage", "fsync_dir",
            "remove_inside", "storage_root", "write_atomic"]
 
 #: Where sweeps go when nothing says otherwise.
@@ -165,7 +165,7 @@ def write_atomic(target: Path, write: Callable[[Path], None], *, what: str | Non
         if _KILL_BEFORE_REPLACE and target.suffix == ".parquet":  # fault injection (tests)
             os.kill(os.getpid(), 9)
         os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     except OSError as exc:
         try:
             remove_inside(target.parent, tmp)  # our own temporary file, next to the target
@@ -186,7 +186,9 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename, a new file) durable; a no-op where the
+    filesystem cannot."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from hpsearch.errors import DamagedSweepError, StorageError
-from hpsearch.store.layout import SweepDir, write_atomic
+from hpsearch.store.layout import SweepDir, fsync_dir, write_atomic
 
 __all__ = ["FAN_IN", "HistoryWriter", "LEAD_COLUMNS", "TOP_LEVEL", "cover", "read_dataset",
            "unified_schema"]
@@ -287,11 +287,11 @@ class HistoryWriter:
             self._write_schema(tmp, schema)
             if n:
                 self._write_part(tmp, 0, n, table)
-            _fsync(tmp)
+            fsync_dir(tmp)
             if os.path.lexists(self.dataset):
                 self.sweep.remove(self.dataset)  # the single-file history: its rows are in tmp
             os.replace(tmp, self.dataset)
-            _fsync(self.dataset.parent)
+            fsync_dir(self.dataset.parent)
         except OSError as exc:
             raise StorageError(
                 f"cannot write {self.dataset.name} in {self.dataset.parent}: "
@@ -488,19 +488,6 @@ def _pandas_entry(name: str, type_) -> dict:
     back = pa.Table.from_pandas(table.to_pandas(), preserve_index=False)
     entries = json.loads(back.schema.metadata[b"pandas"])["columns"]
     return next(e for e in entries if e.get("name") == name)
-
-
-def _fsync(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _short(exc: BaseException | None, limit: int = 160) -> str:

@@ -11,7 +11,8 @@ or ``latest``: the newest earlier sweep in the same storage whose space has the 
   value inside its current range or choices (conditional ones only where their condition
   holds) and every value the current space fixes is the one it ran with; trials that do
   not fit are counted and skipped;
-* the best ``search.warm_start_best`` configurations that fit run first (Optuna's
+* the best ``search.warm_start_best`` configurations among the completed trials that
+  fit (by their best value) run first (Optuna's
   ``enqueue_trial``), so last night's winners are measured again under tonight's code.
 
 The sweep's sampler seed is mixed with the sweep's name, so two warm-started nights with

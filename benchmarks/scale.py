@@ -141,8 +141,9 @@ def _side_bare(trials: int, root: str) -> dict:
     from ray.tune.search.optuna import OptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR",
-             log_to_driver=False)
+    # Ray started as hpsearch starts it on a machine without a cluster (and as `ray.init()`
+    # does with ray[default]): the dashboard runs too, so the ratio is hpsearch's own cost.
+    ray.init(address="local", num_cpus=2, logging_level="ERROR", log_to_driver=False)
     try:
         searcher = OptunaSearch(
             space={"lr": optuna.distributions.FloatDistribution(1e-3, 1e-1, log=True)},

@@ -209,16 +209,18 @@ def test_a_trial_that_ended_before_the_crash_keeps_its_row_when_tune_replays_it(
     assert len(read_history(tmp_path)) == 4
 
 
-def test_the_trial_table_built_straight_into_arrow_matches_the_pandas_conversion(tmp_path):
-    """After its first write, a writer builds the trial table column by column in the
-    first write's schema (~1 ms instead of ~40 pandas conversions at each trial end): the
-    file must read back exactly as the pandas conversion of the same records."""
+def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(tmp_path):
+    """After its first write, a writer keeps the trial table's columns and updates only the
+    cells of rows that changed (~3 ms instead of ~18 at 2,000 trials): through starts,
+    reports, ends, Optuna links, checkpoint pruning and a resume's dropped rows, the file
+    must read back exactly as the pandas conversion of the same records."""
     import random
 
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from hpsearch.space.spec import IntParam
-    from hpsearch.store.tables import _trials_arrow, _typed_columns, tables_writer, trials_frame
+    from hpsearch.store.tables import tables_writer, trials_frame
 
     spec = Spec(
         name="t", trainable="digits", objective=Objective("val_loss", "min"),
@@ -231,7 +233,8 @@ def test_the_trial_table_built_straight_into_arrow_matches_the_pandas_conversion
     records = TrialRecords(spec)
     sweep = SweepDir.of(tmp_path)
     writer = tables_writer(records, sweep)
-    for i in range(40):
+    incremental = 0
+    for i in range(60):
         tid = f"{i:08x}"
         records.start(tid, {"lr": 10 ** rng.uniform(-4, -1), "width": rng.randint(8, 64),
                             "precision": rng.choice(["fp32", "bf16"])})
@@ -242,28 +245,40 @@ def test_the_trial_table_built_straight_into_arrow_matches_the_pandas_conversion
                                  "time_total_s": 0.5 * e, "training_iteration": e})
         if rng.random() < 0.8:
             records.end(tid, errored=rng.random() < 0.2, error="boom" if i % 3 else None)
+        if i % 7 == 3:  # an earlier row changes: its checkpoints pruned (retention)
+            old = records.trials[f"{rng.randrange(i):08x}"]
+            old["checkpoint"] = None
+            records.touch(old["trial_id"])
+        if i % 17 == 16:  # a resume drops unfinished rows that never reported
+            records.forget_unfinished_except(set())
+        before = writer._columns.version if writer._columns is not None else None
         write_tables(records, sweep)
-        fast = _trials_arrow(records, writer._trials_schema, _typed_columns(spec))
+        if before is not None and writer._columns.version == records.version:
+            incremental += 1
         slow = pa.Table.from_pandas(trials_frame(records), preserve_index=False)
-        assert fast is not None and fast.equals(slow) and fast.schema.equals(slow.schema, check_metadata=True)
+        written = pq.read_table(sweep.trials)
+        assert written.equals(slow) and written.schema.equals(slow.schema, check_metadata=True)
         pd.testing.assert_frame_equal(read_trials(sweep), trials_frame(records))
-    assert writer._trials_schema is not None  # the fast path was the one taken
+    assert incremental >= 50  # the cell-by-cell path was the one taken
 
 
 def test_a_value_its_column_does_not_hold_goes_through_pandas(tmp_path):
-    from hpsearch.store.tables import _trials_arrow, _typed_columns, tables_writer, trials_frame
+    from hpsearch.store.tables import tables_writer, trials_frame
 
     records = TrialRecords(make_spec())
     sweep = SweepDir.of(tmp_path)
     feed(records, "a", [0.5, 0.4])
     write_tables(records, sweep)
+    write_tables(records, sweep)
+    columns = tables_writer(records, sweep)._columns
+    assert columns is not None and columns.table(records) is not None
     records.trials["a"]["steps"] = 2.5  # pandas refuses it as an integer, so must we
-    assert _trials_arrow(records, tables_writer(records, sweep)._trials_schema,
-                         _typed_columns(records.spec)) is None
+    records.touch("a")
+    assert columns.table(records) is None
     records.trials["a"]["steps"] = 2
     records.trials["a"]["error"] = 3  # pandas writes it as "3"
-    assert _trials_arrow(records, tables_writer(records, sweep)._trials_schema,
-                         _typed_columns(records.spec)) is None
+    records.touch("a")
+    assert columns.table(records) is None
     write_tables(records, sweep)
     assert read_trials(sweep).error.iloc[0] == "3" == trials_frame(records).error.iloc[0]
 

@@ -331,3 +331,39 @@ def test_qmc_then_tpe_takes_sobol_points_first_then_tpe():
     tpe = ours.sampler
     assert not tpe.uses_qmc(ours, ours.trials[7])
     assert pickle.loads(pickle.dumps(tpe))._n_qmc == 6
+
+
+def test_the_journal_reaches_the_file_at_once_and_the_disk_where_a_trial_ends(tmp_path,
+                                                                               monkeypatch):
+    """Every journal append is in the file when the call returns (another reader sees a
+    running trial's reports), but only a trial's creation and its end are fsync-ed: about
+    2 flushes per trial instead of one per operation."""
+    import os
+
+    from optuna.storages.journal._storage import JournalOperation
+
+    from hpsearch.driver.searcher import RUNNING_TRIAL_OPS, open_study_storage
+
+    assert RUNNING_TRIAL_OPS == {JournalOperation[name].value for name in (
+        "SET_TRIAL_PARAM", "SET_TRIAL_INTERMEDIATE_VALUE", "SET_TRIAL_USER_ATTR",
+        "SET_TRIAL_SYSTEM_ATTR")}
+    sweep = SweepDir.of(tmp_path)
+    study = optuna.create_study(storage=open_study_storage(sweep), study_name="s")
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    trial = study.ask()
+    assert len(synced) == 1  # its creation
+    trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+    trial.set_user_attr("trial_id", "abc")
+    for step in range(3):
+        trial.report(1.0 / (step + 1), step)
+    assert len(synced) == 1
+    reader = optuna.load_study(storage=open_study_storage(sweep), study_name="s")
+    seen = reader.trials[0]
+    assert seen.intermediate_values == {0: 1.0, 1: 0.5, 2: 1 / 3}
+    assert seen.user_attrs == {"trial_id": "abc"} and "lr" in seen.params
+    study.tell(trial, 0.25)
+    assert len(synced) == 2  # its end
+    again = optuna.load_study(storage=open_study_storage(sweep), study_name="s").trials[0]
+    assert again.state == TrialState.COMPLETE and again.value == 0.25

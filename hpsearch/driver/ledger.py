@@ -137,7 +137,16 @@ class Ledger:
 class LedgerClient:
     """A sweep's side of the ledger: reports at most every ``every_s`` seconds and keeps the
     last share it was given. Every call is best effort: if the ledger cannot be reached,
-    the sweep keeps the whole of its planned slots (as it would alone)."""
+    the sweep keeps the whole of its planned slots (as it would alone).
+
+    Only registering and a new ``want`` wait for the ledger's answer. Other reports are
+    sent without waiting, and their answer is taken at a later call: the sweep's driver
+    asks several times a second, and a round trip to the ledger actor costs 2-20 ms on a
+    busy machine (3.7 s of a 600-trial sweep of trivial trials, 5% of its wall clock,
+    when every report waited)."""
+
+    #: Seconds to wait for an answer before behaving as a sweep alone.
+    TIMEOUT_S = 10.0
 
     def __init__(self, claim: SweepClaim, *, every_s: float = 2.0):
         self.claim = claim
@@ -145,6 +154,7 @@ class LedgerClient:
         self.share: int = claim.want
         self.last = 0.0
         self._actor = None
+        self._pending: Any = None  # the report sent and not answered yet
 
     def _ledger(self) -> Any:
         if self._actor is None:
@@ -157,25 +167,44 @@ class LedgerClient:
 
     def update(self, running: int, *, want: int | None = None, force: bool = False,
                fresh: bool = False) -> int:
-        """Report ``running`` trials (and a new ``want``); return the share. Asks the ledger
-        at most every ``every_s`` seconds (``fresh``: every 0.25 s, for a decision to start
-        a trial; ``force``: now)."""
+        """Report ``running`` trials (and a new ``want``); return the share. Reports at
+        most every ``every_s`` seconds (``fresh``: every 0.25 s, for a decision to start a
+        trial) and one at a time; ``force`` (and a new ``want``) reports now and waits for
+        the answer."""
         if want is not None and want != self.claim.want:
             self.claim = SweepClaim(self.claim.sweep_id, self.claim.name, self.claim.demand,
                                     want, self.claim.weight, self.claim.registered,
                                     self.claim.expire_s)
             force = True
+        self._take_answer()
         every = 0.25 if fresh else self.every_s
-        if not force and time.monotonic() - self.last < every:
+        if not force and (self._pending is not None or time.monotonic() - self.last < every):
             return self.share
         self.last = time.monotonic()
         try:
             import ray
 
-            self.share = ray.get(self._ledger().report.remote(self.claim, running), timeout=10)
+            self._pending = self._ledger().report.remote(self.claim, running)
+            if force:
+                self.share, self._pending = ray.get(self._pending, timeout=self.TIMEOUT_S), None
         except Exception:  # noqa: BLE001 - no ledger: behave as a sweep alone
-            self.share = self.claim.want
+            self.share, self._pending = self.claim.want, None
         return self.share
+
+    def _take_answer(self) -> None:
+        """The answer to the report in flight, if it has come."""
+        if self._pending is None:
+            return
+        try:
+            import ray
+
+            ready, _ = ray.wait([self._pending], timeout=0)
+            if ready:
+                self.share, self._pending = ray.get(ready[0]), None
+            elif time.monotonic() - self.last > self.TIMEOUT_S:
+                raise TimeoutError
+        except Exception:  # noqa: BLE001 - no ledger: behave as a sweep alone
+            self.share, self._pending = self.claim.want, None
 
     def close(self) -> None:
         try:

@@ -66,7 +66,9 @@ def trials_frame(records: TrialRecords):
     data["gpu_s"] = [None if w is None else w * per_gpu for w in walls]
     df = pd.DataFrame(data, columns=columns)
     for col in ("started_at", "ended_at"):
-        df[col] = pd.to_datetime(df[col], unit="s", utc=True)
+        # Always nanoseconds: pandas picks the unit from the values (seconds for a column
+        # of None, microseconds for times read back from Parquet on a resume).
+        df[col] = pd.to_datetime(df[col], unit="s", utc=True).dt.as_unit("ns")
     for col in ("final_value", "best_value", "wall_s", "worker_s", "gpu_s", "startup_s"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     for col in ("best_step", "steps", "optuna_trial"):
@@ -202,7 +204,9 @@ class _TrialColumns:
 
         if self.rewrites != records.rewrites:
             self._reset()
-        changed = records.changed_since(self.version)
+        # From scratch: every row in table order (rows a resume loaded were never touched).
+        changed = list(records.trials) if self.version is None else \
+            records.changed_since(self.version)
         times: dict[str, tuple[list[int], list[Any]]] = {
             name: ([], []) for name, kind in self.kinds.items() if kind == "time"}
         for tid in changed:
@@ -230,7 +234,7 @@ class _TrialColumns:
         try:
             for name, (at, values) in times.items():
                 if values:
-                    converted = pd.to_datetime(values, unit="s", utc=True)
+                    converted = pd.to_datetime(values, unit="s", utc=True).as_unit("ns")
                     for i, ns, missing in zip(at, converted.asi8, converted.isna()):
                         self.columns[name][i] = None if missing else int(ns)
         except (TypeError, ValueError, OverflowError):
@@ -245,7 +249,7 @@ class _TrialColumns:
         try:
             for field in self.schema:
                 values = self.columns[field.name]
-                if self.kinds[field.name] == "time":
+                if self.kinds[field.name] == "time":  # nanoseconds, as trials_frame makes them
                     arrays.append(pa.array(values, type=pa.int64()).cast(field.type))
                 else:
                     arrays.append(pa.array(values, type=field.type, from_pandas=True))
@@ -281,7 +285,9 @@ class TablesWriter:
         if table is None:
             table = pa.Table.from_pandas(trials_frame(records), preserve_index=False)
             kinds = _typed_columns(records.spec)
-            if self._columns is None and kinds is not None and \
+            times_ns = all(table.schema.field(c).type == pa.timestamp("ns", tz="UTC")
+                           for c in _TIME_COLUMNS)
+            if self._columns is None and kinds is not None and times_ns and \
                     set(table.schema.names) <= set(kinds):
                 self._columns = _TrialColumns(table.schema, kinds, records.spec)
         write_atomic(self.sweep.trials,

@@ -251,6 +251,16 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
             records.touch(old["trial_id"])
         if i % 17 == 16:  # a resume drops unfinished rows that never reported
             records.forget_unfinished_except(set())
+        if i == 30:  # a resume: the rows read back (times as Timestamps), a new writer
+            from hpsearch.store.tables import load_tables
+
+            rows, history = load_tables(sweep)
+            records = TrialRecords(spec)
+            records.load(rows, history)
+            writer = tables_writer(records, sweep)
+        if i % 11 == 5:  # a trial the study holds that never started: no start time
+            records.add_without_reports(f"never{i}", {"lr": 0.01, "width": 8,
+                                                      "precision": "fp32"})
         before = writer._columns.version if writer._columns is not None else None
         write_tables(records, sweep)
         if before is not None and writer._columns.version == records.version:
@@ -259,6 +269,7 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
         written = pq.read_table(sweep.trials)
         assert written.equals(slow) and written.schema.equals(slow.schema, check_metadata=True)
         pd.testing.assert_frame_equal(read_trials(sweep), trials_frame(records))
+        assert str(read_trials(sweep).started_at.dtype) == "datetime64[ns, UTC]"
     assert incremental >= 50  # the cell-by-cell path was the one taken
 
 

@@ -34,7 +34,21 @@ __all__ = ["AllFailedStopper", "Janitor", "ProgressCallback", "StallWatch", "Tab
 
 class TablesCallback(Callback):
     """Writes ``trials.parquet`` / ``history.parquet`` at most every ``interval_s`` while
-    results arrive, and at once when a trial ends (so no finished trial is ever lost).
+    results arrive, and when a trial ends.
+
+    A trial's end is written at once while table writes have taken less than
+    ``write_share`` of the driver's time (a budget that refills at that rate, up to
+    ``burst_s`` of writing). When trials end faster than that, as in a sweep of
+    thousands of trials of a few seconds, ends are gathered and written together at the
+    end of a controller step once the budget allows, and never later than
+    ``max_delay_s`` after the first of them: a row then lands a fraction of a second
+    late, and writing the tables takes about ``write_share`` of the driver (Ray Tune
+    caps its own experiment-state saves at 5% the same way).
+    Either way a trial's result is on disk when it ends: the study's journal flushes
+    its value to disk at once (:class:`~hpsearch.driver.searcher.TrialEndSyncedJournal`).
+    If the driver is killed before the table write, the resumed sweep ends the row from
+    Tune's saved state when that state saw the end (:meth:`_end_rows_tune_ended`), and
+    otherwise runs the trial again; the study is never told twice.
 
     Each step costs what changed, not the size of the sweep, and so does each write of the
     history, the table that grows (:func:`write_tables` appends the new reports); the
@@ -44,21 +58,37 @@ class TablesCallback(Callback):
     _tune: "_TuneTrials | None" = None  # not pickled: Tune's trial objects
     _pruner: CheckpointPruner | None = None
 
-    def __init__(self, records: TrialRecords, sweep: SweepDir, *, interval_s: float = 5.0):
+    def __init__(self, records: TrialRecords, sweep: SweepDir, *, interval_s: float = 5.0,
+                 write_share: float = 0.05, burst_s: float = 0.5, max_delay_s: float = 2.0):
         live.register(sweep, records)
         self.records = records
         self.sweep = sweep
         self.interval_s = interval_s
+        self.write_share = write_share
+        self.burst_s = burst_s
+        self.max_delay_s = max_delay_s
         self.last_write = 0.0
         self.written_version = -1
         self.reconciled = False
         self.storage_error: StorageError | None = None
+        self.budget_s = burst_s  # seconds of writing allowed now
+        self.budget_at = time.monotonic()
+        self.held: list[float] = []  # when each trial end not written yet happened
+        self.writes = 0
+        self.held_ends = 0  # trial ends written later than they happened, in all
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_tune", None)
         state.pop("_pruner", None)
         return state
+
+    def _budget(self) -> float:
+        """Seconds of writing the budget allows now (refilled since it was last looked at)."""
+        now = time.monotonic()
+        self.budget_s = min(self.burst_s, self.budget_s + (now - self.budget_at) * self.write_share)
+        self.budget_at = now
+        return self.budget_s
 
     def flush(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -72,6 +102,22 @@ class TablesCallback(Callback):
             self.storage_error = None  # the tables on disk are whole and current again
         except StorageError as exc:  # keep going; the driver raises it at the end
             self.storage_error = exc
+        self._budget()
+        self.budget_s -= time.monotonic() - now
+        self.held_ends += len(self.held)
+        self.held.clear()
+        self.writes += 1
+
+    def _trial_ended(self) -> None:
+        """Write now if the budget allows, else at a later step's end."""
+        if self._budget() > 0:
+            self.flush(force=True)
+        else:
+            self.held.append(time.monotonic())
+
+    def _write_held(self) -> None:
+        if self._budget() > 0 or time.monotonic() - self.held[0] >= self.max_delay_s:
+            self.flush(force=True)
 
     def prune(self) -> None:
         if self._pruner is None:
@@ -94,6 +140,23 @@ class TablesCallback(Callback):
         if not self.reconciled:  # first step of a (resumed) run: Tune's trials are known
             self.reconciled = True
             self.records.forget_unfinished_except(tune.ids)
+            self._end_rows_tune_ended(trials)
+
+    def _end_rows_tune_ended(self, trials: list) -> None:
+        """End the rows of trials that a resumed Tune holds as ended but the tables do not:
+        the killed driver saved Tune's state after their end and died before the table
+        write it had held back (:meth:`_trial_ended`). Their last result is Tune's."""
+        for trial in trials:
+            row = self.records.trials.get(trial.trial_id)
+            if row is None or trial.status not in _TuneTrials.ENDED or \
+                    row.get("status") in st.ENDED:
+                continue
+            if trial.last_result:
+                self.records.result(trial.trial_id, trial.last_result)
+            errored = trial.status == "ERROR"
+            self.records.end(trial.trial_id, errored=errored, returned=not errored,
+                             error=_last_error_line(trial) if errored else None,
+                             checkpoint=trial.checkpoint.path if trial.checkpoint else None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         if self._tune is not None:
@@ -110,19 +173,21 @@ class TablesCallback(Callback):
         ckpt = trial.checkpoint.path if trial.checkpoint else None
         self.records.end(trial.trial_id, checkpoint=ckpt, returned=True)
         self.prune()
-        self.flush(force=True)
+        self._trial_ended()
 
     def on_trial_error(self, iteration, trials, trial, **info):
         if self._tune is not None:
             self._tune.rescan = True
         self.records.end(trial.trial_id, errored=True, error=_last_error_line(trial))
         self.prune()
-        self.flush(force=True)
+        self._trial_ended()
 
     def on_step_end(self, iteration, trials, **info):
-        # A result that arrived within interval_s of the last write is written here, not
-        # whenever the next event happens to come.
-        if self.records.version != self.written_version:
+        # Ends the budget held back, and a result that arrived within interval_s of the
+        # last write, are written here, not whenever the next event happens to come.
+        if self.held:
+            self._write_held()
+        elif self.records.version != self.written_version:
             self.flush()
 
     def on_experiment_end(self, trials, **info):

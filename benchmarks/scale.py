@@ -200,6 +200,13 @@ def run_side(side: str, trials: int, profile: str | None = None) -> dict:
 
 
 def sweep_main(args) -> None:
+    if args.warmup:
+        # Untimed, both sides, so that no measured side is the first to start Ray and
+        # load torch into fresh actors after an idle spell: without it, the side that ran
+        # first was the slower in every earlier run (the ratio depended on the order).
+        for side in ("bare", "hpsearch"):
+            run_side(side, args.warmup)
+        print(f"  warm-up: {args.warmup} trials per side, untimed", flush=True)
     rows = []
     for rep in range(args.reps):
         order = ["bare", "hpsearch"] if rep % 2 == 0 else ["hpsearch", "bare"]
@@ -399,6 +406,8 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=2000)
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--profile", help="cProfile the hpsearch driver into this file")
+    p.add_argument("--warmup", type=int, default=50,
+                   help="trials per side run untimed first (0: none)")
     p = sub.add_parser("read", help="read a 10,000 x 30 history")
     p.add_argument("--n-trials", type=int, default=10_000)
     p.add_argument("--reports", type=int, default=30)

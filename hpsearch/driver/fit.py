@@ -29,8 +29,12 @@ __all__ = ["EXIT_INTERRUPTED", "Interrupted", "SweepResult", "SweepRun", "fit", 
 EXIT_OK, EXIT_NO_TRIAL, EXIT_INTERRUPTED = 0, 3, 130
 
 
-class Interrupted(HpsearchError):
-    """Ctrl-C stopped the sweep; the tables are written and it can be resumed."""
+class Interrupted(HpsearchError, KeyboardInterrupt):
+    """Ctrl-C stopped the sweep; the tables are written and it can be resumed.
+
+    Also a ``KeyboardInterrupt``: Ray Tune takes the first Ctrl-C to stop the sweep
+    gracefully, and this passes it on to whatever called the sweep, so a loop of sweeps or
+    a test session stops too instead of going on to the next one."""
 
     exit_code = EXIT_INTERRUPTED
 

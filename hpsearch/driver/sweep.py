@@ -66,6 +66,7 @@ def run_sweep(
             is not a sweep hpsearch created.
         ClusterError: The cluster is unreachable or cannot fit one trial.
         Interrupted: Ctrl-C; the tables are written and ``hpsearch resume`` continues.
+            Also a ``KeyboardInterrupt``, so the Ctrl-C stops the caller too.
     """
     from hpsearch.driver.runners import resolve_runner
 

@@ -120,3 +120,57 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     manifest = (sweep_dir / "manifest.json").read_text()
     assert '"status": "finished"' in manifest
     assert (sweep_dir / "space.yaml").exists()
+
+
+ONE_WORKER_SPACE = """\
+    name: ctrl-c
+    trainable: digits
+    objective: {metric: val_loss, mode: min}
+    params:
+      lr: {type: float, low: 1.0e-3, high: 1.0e-1, log: true}
+      batch_size: 64
+    search:    {algorithm: random, seed: 0}
+    scheduler: {type: fifo, max_t: 40}
+    trials:    {num: 4, max_concurrent: 1}
+    resources: {workers: 1, cpus_per_worker: 1}
+"""
+
+
+def test_ctrl_c_in_process_stops_the_sweep_and_its_caller(tmp_path, ray_instance):
+    """Tune takes the first Ctrl-C to stop the sweep gracefully; run_sweep then raises an
+    error that is also a KeyboardInterrupt, so the caller (a loop of sweeps, this test
+    session) stops too, and the tables hold the trial that ran."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from hpsearch.driver.fit import Interrupted
+
+    spec = load_space(write_space(tmp_path, ONE_WORKER_SPACE))
+    sweep = SweepDir.at(tmp_path / "runs", "ctrl-c")
+    done = threading.Event()
+
+    def press_ctrl_c_once_training():
+        deadline = time.monotonic() + 120
+        while not done.is_set() and time.monotonic() < deadline:
+            try:
+                if len(hpsearch.read_history(sweep.path)):
+                    os.kill(os.getpid(), signal.SIGINT)
+                    return
+            except Exception:  # noqa: BLE001 - not written yet
+                pass
+            time.sleep(0.2)
+
+    presser = threading.Thread(target=press_ctrl_c_once_training, daemon=True)
+    presser.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            run_sweep(spec, storage=str(tmp_path / "runs"))
+    finally:
+        done.set()
+        presser.join()
+    assert isinstance(caught.value, Interrupted), repr(caught.value)
+    assert "hpsearch resume ctrl-c" in str(caught.value)
+    trials = hpsearch.read_trials(sweep.path)
+    assert len(trials) >= 1 and len(trials) < 4

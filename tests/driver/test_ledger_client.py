@@ -41,3 +41,60 @@ def test_shares_follow_the_ledger_without_the_driver_waiting_for_each_answer(ray
     finally:
         a.close()
         b.close()
+
+
+def test_a_warm_sweeps_pool_follows_its_share_of_the_ledger(ray_instance, tmp_path):
+    """The wiring from ledger to warm worker groups, with the real ledger and pool actors
+    (no trial runs): a second sweep on the cluster shrinks the first one's pool to its
+    share at the driver's next step, and the pool grows back when that sweep leaves."""
+    import io
+
+    from hpsearch.driver import live
+    from hpsearch.driver.fit import SweepRun
+    from hpsearch.driver.runners import resolve_runner
+    from hpsearch.space import parse_space
+    from hpsearch.store.layout import SweepDir
+
+    cpus = int(ray_instance.cluster_resources()["CPU"])
+    spec = parse_space({
+        "name": "warm-share", "trainable": "digits",
+        "objective": {"metric": "val_loss", "mode": "min"},
+        "params": {"lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}},
+        "trials": {"num": 8},
+        # two workers of half a CPU: a trial needs 1 CPU, so the cluster has `cpus` slots
+        "resources": {"workers": 2, "cpus_per_worker": 0.5},
+    })
+    runner = resolve_runner(spec)
+    assert runner.kind == "warm"
+    sweep = SweepDir.at(tmp_path, "warm-share")
+    sweep.path.mkdir(parents=True)
+    run = SweepRun(spec, sweep, runner, verbose=False, stream=io.StringIO(), slots=cpus)
+    run.limits.ledger.every_s = 0.0
+    (groups,) = [cb for cb in run.callbacks if type(cb).__name__ == "WarmGroupsCallback"]
+    groups.every_s = 0.0
+    other = LedgerClient(SweepClaim("test-other", "other", {"CPU": 1}, want=cpus,
+                                    registered=time.time()), every_s=0.0)
+
+    def pool_limit_becomes(limit: int, timeout: float = 15.0) -> None:
+        start = time.monotonic()
+        while True:
+            run.limits.heartbeat()  # as TablesCallback does at each step
+            groups.on_step_end(0, [])
+            got = ray_instance.get(runner._pool().size.remote())["limit"]
+            if got == limit:
+                return
+            assert time.monotonic() - start < timeout, f"pool limit {got}, expected {limit}"
+            time.sleep(0.05)
+
+    runner.open(sweep, slots=cpus)
+    try:
+        pool_limit_becomes(cpus)  # alone: every slot
+        assert other.update(0, force=True) == cpus // 2
+        pool_limit_becomes(cpus - cpus // 2)
+        other.close()
+        pool_limit_becomes(cpus)
+    finally:
+        other.close()
+        runner.close()
+        run.limits.close()
+        live.clear()

@@ -172,17 +172,19 @@ class StartLimits:
             if left <= 0 or (needed is not None and needed > left):
                 self.refused_for_deadline = True
                 return False
-        self.waiting_for_share = self.active() >= self.share(fresh=True)
-        if self.waiting_for_share:
+        share = self.share(fresh=True)
+        if self.active() >= share:
+            self.waiting_for_share = share < self.want()
             return None
+        self.waiting_for_share = False
         self.admitted += 1
         return True
 
     def heartbeat(self) -> None:
         """Keep the sweep's claim alive and its share current (called every step)."""
         if self.ledger is not None:
-            self.share()
-            self.waiting_for_share = self.active() >= self.ledger.share and self.want() > 0
+            share = self.share()
+            self.waiting_for_share = self.active() >= share and share < self.want()
 
     def close(self) -> None:
         if self.ledger is not None:

@@ -63,3 +63,46 @@ def test_the_running_median_agrees_with_the_whole_history(time_attr, max_t, grac
         records.history.append(r)
         assert times.median(records) == first_milestone_seconds(records.history, s)
     assert times.rows_read == len(history)
+
+
+class _Ledger:
+    """The cluster ledger as one sweep sees it: its share is what it wants, up to what the
+    others leave it (``capacity``)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.share = capacity
+
+    def update(self, running, *, want=None, force=False, fresh=False):
+        self.share = min(want, self.capacity)
+        return self.share
+
+
+def test_only_a_sweep_held_below_its_slots_waits_for_its_share():
+    """A sweep waiting for its share gives Tune's cached actors back (the scheduler then
+    stops them). A sweep alone whose slots are all busy is not waiting for anybody: it
+    must keep its cached actors, or each next trial starts a new actor process (seen as
+    hundreds of releases in a lone 300-trial sweep, and 1.4-1.8x bare Tune's CPU)."""
+    from hpsearch.driver import live
+    from hpsearch.driver.budget import StartLimits
+    from hpsearch.store.records import TrialRecords
+
+    space = parse_space(SPACE)  # 8 trials
+    try:
+        alone = StartLimits(TrialRecords(space), space, slots=2, ledger=_Ledger(capacity=2))
+        live.note_tune_trials(None, {"a", "b"}, active=2)
+        assert alone.may_start() is None  # both slots busy: not now
+        assert not alone.waiting_for_share
+        alone.heartbeat()
+        assert not alone.waiting_for_share
+
+        squeezed = StartLimits(TrialRecords(space), space, slots=2, ledger=_Ledger(capacity=1))
+        live.note_tune_trials(None, {"a"}, active=1)
+        assert squeezed.may_start() is None  # another sweep holds the second slot
+        assert squeezed.waiting_for_share
+        squeezed.heartbeat()
+        assert squeezed.waiting_for_share
+        live.note_tune_trials(None, {"a"}, active=0)
+        assert squeezed.may_start() is True and not squeezed.waiting_for_share
+    finally:
+        live.clear()

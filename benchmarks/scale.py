@@ -12,10 +12,12 @@ Three questions, each answered side by side in one run:
   ``Tuner.fit()`` and, for hpsearch, everything after it (last table write, the study
   settled, the manifest): Ray's start and stop are left out of both. Each side runs in
   its own driver process, which reports its peak RSS (``ru_maxrss``) and the CPU seconds
-  that it and every process it started (Ray's daemons, the trial actors) used over the
-  same span: on a shared machine the wall varies with other people's load, and the CPU
-  says what each side itself asked of the machine. Sides alternate with ``--reps``,
-  after ``--warmup`` untimed trials per side.
+  that it and the processes below it still alive at the end (Ray's daemons, the ledger)
+  used over the same span. Trial actors that Tune stopped before the end are not counted
+  (their time goes to no living process), so this is mostly the driver's CPU: on a shared
+  machine the wall varies with other people's load, and the CPU says what each driver
+  itself asked of the machine. Sides alternate with ``--reps``, after ``--warmup``
+  untimed trials per side.
 * ``read``: a 10,000-trial x 30-report history, made through ``TrialRecords`` and the real
   history writer (one append per trial end, as a sweep writes it), read back with
   ``hpsearch.read_history`` and ``pd.read_parquet(dir)``. **Goal: < 1 s.** Peak RSS of
@@ -106,9 +108,10 @@ def bare_trial(config: dict) -> None:
 
 
 def tree_cpu_s() -> float:
-    """CPU seconds used so far by this process and every process below it (Ray's daemons
-    and workers, which a local ``ray.init`` starts as its descendants), reaped children
-    included: what a side costs the machine, less noisy than wall time on a shared one."""
+    """CPU seconds used so far by this process and the processes below it that are alive
+    now (Ray's daemons and workers, which a local ``ray.init`` starts as its descendants),
+    with the children each of them reaped: less noisy than wall time on a shared machine.
+    A process that exited unreaped (a trial actor Tune stopped) is not counted."""
     tick = os.sysconf("SC_CLK_TCK")
     parents, times = {}, {}
     for entry in os.listdir("/proc"):
@@ -251,7 +254,7 @@ def sweep_main(args) -> None:
             got[side]["process_s"] = time.perf_counter() - t
             print(f"  rep {rep + 1} {side}: {json.dumps(got[side], default=str)}", flush=True)
         rows.append(got)
-    print("\n| N trials | side | wall s | ms/trial | CPU s (all processes) | trials | reports "
+    print("\n| N trials | side | wall s | ms/trial | CPU s (driver, daemons) | trials | reports "
           "| peak driver RSS MB |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for got in rows:

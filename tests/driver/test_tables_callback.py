@@ -8,10 +8,20 @@ from types import SimpleNamespace
 import pytest
 
 from hpsearch.driver.callbacks import TablesCallback
+from hpsearch.space.spec import CategoricalParam, FloatParam, Objective, Scheduler, Spec
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import TrialRecords
 from hpsearch.store.tables import read_history, read_trials
-from tests.store.test_tables import make_spec
+
+
+def make_spec():
+    return Spec(
+        name="t", trainable="digits", objective=Objective("val_loss", "min"),
+        params=(FloatParam("lr", 1e-4, 1e-1, log=True),
+                CategoricalParam("precision", ("fp32", "bf16"))),
+        fixed={"batch_size": 64},
+        scheduler=Scheduler(type="asha", max_t=4, grace_period=1, reduction_factor=2),
+    )
 
 
 def _trial(tid):

@@ -174,17 +174,22 @@ class StartLimits:
                 return False
         share = self.share(fresh=True)
         if self.active() >= share:
-            self.waiting_for_share = share < self.want()
+            self.waiting_for_share = self._idle_actors_unneeded(share)
             return None
         self.waiting_for_share = False
         self.admitted += 1
         return True
 
+    def _idle_actors_unneeded(self, share: int) -> bool:
+        """Whether Tune's idle cached actors hold resources this sweep will not use soon:
+        the ledger holds it below what it would run alone, or it has no trial left to
+        start. A sweep whose slots are all busy, alone, reuses them for its next trials."""
+        return (self.active() >= share and share < self.want()) or self.known() >= self.num
+
     def heartbeat(self) -> None:
         """Keep the sweep's claim alive and its share current (called every step)."""
         if self.ledger is not None:
-            share = self.share()
-            self.waiting_for_share = self.active() >= share and share < self.want()
+            self.waiting_for_share = self._idle_actors_unneeded(self.share())
 
     def close(self) -> None:
         if self.ledger is not None:

@@ -5,7 +5,8 @@
   there, so the scheduler marks the trials it stops early in the sweep's live records.
 * Giving a share back. Tune keeps a finished trial's actor for the next trial
   (``reuse_actors``). When the sweep's share of a shared cluster shrinks
-  (:mod:`hpsearch.driver.ledger`) and it may not start a trial now, such an idle actor
+  (:mod:`hpsearch.driver.ledger`) and it may not start a trial now, or it has no trial
+  left to start, such an idle actor
   would hold its CPU or GPU from the other sweeps; the scheduler, which Tune asks at every
   step, releases idle actors then.
 

@@ -104,5 +104,10 @@ def test_only_a_sweep_held_below_its_slots_waits_for_its_share():
         assert squeezed.waiting_for_share
         live.note_tune_trials(None, {"a"}, active=0)
         assert squeezed.may_start() is True and not squeezed.waiting_for_share
+
+        # Every trial started: an idle cached actor would only hold resources.
+        live.note_tune_trials(None, {f"t{i}" for i in range(8)}, active=2)
+        alone.heartbeat()
+        assert alone.waiting_for_share
     finally:
         live.clear()

@@ -129,7 +129,9 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
     assert proc.returncode == 130, out + err
     assert "hpsearch resume slow" in err and "Traceback" not in err
     interrupted = hpsearch.read_trials(sweep)
-    assert len(interrupted) < 6
+    # Ctrl-C came before the sweep finished, and left trials to resume (all six may have
+    # started by then: a reused trial actor starts the next trial in milliseconds).
+    assert (interrupted.status != "completed").any(), interrupted.status.tolist()
 
     resumed = hpsearch_cmd("resume", "slow", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

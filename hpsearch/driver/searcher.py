@@ -398,13 +398,15 @@ class SweepSearcher(OptunaSearch):
                 self._orphans.append(ft.number)
                 continue
             # The killed driver's trial trained and reported. The trial table keeps it as
-            # `stopped` (TrialRecords.forget_unfinished_except), or gets a row for it now
-            # if the driver died before writing one, so that it counts as planned.
+            # `stopped`, with a row made now if the driver died before writing one, so
+            # that it counts as planned: a row written before its reports would otherwise
+            # be dropped as never reported (TrialRecords.forget_unfinished_except), and a
+            # new trial would run in its place.
             self._ot_study._storage.set_trial_user_attr(  # no Trial: no sampler call
                 ft._trial_id, "status", st.STOPPED)
             self._ot_study.tell(ft.number, state=TrialState.PRUNED, skip_if_finished=True)
             trial_id = ft.user_attrs.get("trial_id")
-            if records is not None and trial_id and trial_id not in records.trials:
+            if records is not None and trial_id:
                 records.add_without_reports(trial_id, ft.params, optuna_trial=ft.number)
 
     def _reopen_study(self) -> None:

@@ -317,8 +317,18 @@ class TrialRecords:
                             optuna_trial: int | None = None) -> None:
         """A ``stopped`` row for a trial the Optuna study holds and the table never saw:
         proposed but never started (the sweep ended first), or started under a driver that
-        was killed before the table was written (its reports are in the study only)."""
-        if trial_id in self.trials:
+        was killed before the table was written (its reports are in the study only).
+
+        A row the table has but never ended (the killed driver wrote its start, not its
+        reports) is ended as ``stopped`` here, so that a resume keeps it
+        (:meth:`forget_unfinished_except` drops unfinished rows without reports)."""
+        row = self.trials.get(trial_id)
+        if row is not None:
+            if row.get("status", st.RUNNING) in st.UNFINISHED:
+                row.update(status=st.STOPPED, ended_at=time.time())
+                self.touch(trial_id)
+            if optuna_trial is not None:
+                self.link_optuna(trial_id, optuna_trial)
             return
         row: dict[str, Any] = {"trial_id": trial_id, "status": st.STOPPED,
                                "ended_at": time.time()}

@@ -119,7 +119,12 @@ def test_power_cut_of_the_whole_cluster_then_resume_as_a_job(tmp_path, no_ray_ru
           f"whole test {time.monotonic() - started:.0f} s")
 
     trials = hpsearch.read_trials(sweep).set_index("trial_id")
-    assert len(trials) == NUM and trials.index.is_unique
+    folders = [p.name.split("_")[2] for p in SweepDir(sweep).tune.glob("hpsearch_trial_*")]
+    study = open_study(sweep, "powercut")
+    story = (f"folders {sorted(folders)}\nrows {trials[['status', 'optuna_trial']]}\n"
+             f"study {[(t.number, t.state.name, t.user_attrs.get('trial_id')) for t in study.trials]}"
+             f"\nbefore {before[['status']]}\nlogs {logs[-3000:]}")
+    assert len(trials) == NUM and trials.index.is_unique, story
     # `stopped`: running at the cut after Tune's last state save; kept with its reports
     assert set(trials.status) <= {"completed", "stopped"}, trials.status
     for tid, row in before.iterrows():  # ended before the cut: kept, not run again
@@ -131,11 +136,6 @@ def test_power_cut_of_the_whole_cluster_then_resume_as_a_job(tmp_path, no_ray_ru
         assert len(history[history.trial_id == tid]) == \
             len(history_before[history_before.trial_id == tid]), tid
     # Every trial Tune ran has its row (none lost), and the study agrees with the tables.
-    folders = [p.name.split("_")[2] for p in SweepDir(sweep).tune.glob("hpsearch_trial_*")]
-    study = open_study(sweep, "powercut")
-    story = (f"folders {sorted(folders)}\nrows {trials[['status', 'optuna_trial']]}\n"
-             f"study {[(t.number, t.state.name, t.user_attrs.get('trial_id')) for t in study.trials]}"
-             f"\nbefore {before[['status']]}\nlogs {logs[-3000:]}")
     assert len(folders) == len(set(folders)) and set(folders) <= set(trials.index), story
     assert_study_matches_tables(sweep, "powercut", history_may_lag=True)
     manifest = read_manifest(SweepDir(sweep))

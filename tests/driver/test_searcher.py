@@ -237,6 +237,11 @@ def test_resume_adopts_a_trial_asked_after_the_last_save_and_prunes_one_that_rep
     assert study["d"].state == TrialState.PRUNED
     # d gets its row now, so it counts against trials.num
     assert again.trials["d"]["status"] == "stopped" and again.trials["d"]["lr"] == d_params["lr"]
+    # b's row was written before its report reached the table: kept, not dropped as never
+    # reported at the first step (else a new trial runs in its place: 9 of 8 planned)
+    assert again.forget_unfinished_except({"a"}) == []
+    assert again.trials["b"]["status"] == "stopped"
+    assert again.trials["b"]["optuna_trial"] == study["b"].number
     # Tune reruns `a` (its saved state says running); the study already has its result
     resumed.on_trial_result("a", report(1, 1.0))
     resumed.on_trial_complete("a", report(9, 0.2, status="completed"))

@@ -34,6 +34,22 @@ def ray_processes() -> list[str]:
     return [ln for ln in out.splitlines() if "pgrep" not in ln and _ours(ln.split()[0])]
 
 
+@pytest.fixture(autouse=True)
+def sigint_left_as_it_was():
+    """Ctrl-C must still stop the test session (and a user's notebook or script after a
+    sweep or trial in-process): no test, and no hpsearch code it runs, leaves a SIGINT
+    handler of its own behind. Ray Tune installs one while it runs and Ray Train's
+    ``TorchTrainer.fit`` in the main thread installs one that it never takes back."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after != before:  # == not is: bound methods
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left a SIGINT handler behind: {after!r} (was {before!r})")
+
+
 @pytest.fixture(scope="module")
 def ray_instance():
     """A local Ray instance started through hpsearch itself, shared by a module's tests

@@ -7,6 +7,7 @@ either kind to its end and writes the tables and the manifest, whatever the endi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -118,7 +119,12 @@ class SweepRun:
             from hpsearch.driver.callbacks import WarmGroupsCallback
 
             extra.append(WarmGroupsCallback(self.runner, str(self.sweep)))
-        return [self.tables, self.progress, self.watch, self.janitor, *extra]
+        from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+        # Tune's own per-trial files (params.json, result.json, progress.csv), given here
+        # because its automatic loggers are off while the sweep runs (`_tune_loggers`).
+        return [self.tables, self.progress, self.watch, self.janitor, *extra,
+                CSVLoggerCallback(), JsonLoggerCallback()]
 
 
 def _ledger_client(spec: Spec, sweep: SweepDir, slots: int | None) -> Any:
@@ -187,7 +193,7 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
     sentinel = _InterruptSentinel()
     try:
         run.runner.open(sweep, slots=plan.slots)
-        with sentinel:
+        with sentinel, _tune_loggers():
             tuner.fit()
     except KeyboardInterrupt:
         status = "interrupted"
@@ -236,6 +242,36 @@ def fit(tuner: Any, run: SweepRun, plan: Plan, manifest: dict) -> SweepResult:
             f"Continue with `hpsearch resume {sweep.name} --storage {sweep.storage}`."
         )
     return result
+
+
+#: Set to 1 in the driver's environment for Tune's TensorBoard event files in each trial's
+#: folder, as plain Ray Tune writes them.
+TENSORBOARD_ENV = "HPSEARCH_TENSORBOARD"
+
+
+@contextlib.contextmanager
+def _tune_loggers():
+    """Tune without its automatic loggers while the sweep runs, unless ``TENSORBOARD_ENV``.
+
+    Tune adds a CSV, a JSON and a TensorBoard logger to every run that lacks them. The
+    trial tables hold what the TensorBoard files would (every report, in ``history``), and
+    writing them was the largest cost a sweep of short trials paid per report: 11-12 s of
+    a 2,000-trial sweep's 40-65 s of driver time (``benchmarks/scale.py``, sampled with
+    py-spy). :attr:`SweepRun.callbacks` gives the CSV and JSON loggers itself. Tune reads
+    the variable once, as ``fit`` starts, and it is put back as it was after."""
+    key = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+    if os.environ.get(TENSORBOARD_ENV) == "1":
+        yield
+        return
+    before = os.environ.get(key)
+    os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
 
 
 class _InterruptSentinel:

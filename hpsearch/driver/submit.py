@@ -102,6 +102,8 @@ def _submit(command: list[str], *, root: Path, address: str | None,
     git = git_state(root) or {}
     env = {"HPSEARCH_GIT_COMMIT": git.get("commit") or "",
            "HPSEARCH_GIT_DIRTY": "1" if git.get("dirty") else "0"}
+    if os.environ.get("HPSEARCH_TENSORBOARD"):  # the driver runs on the head: take it along
+        env["HPSEARCH_TENSORBOARD"] = os.environ["HPSEARCH_TENSORBOARD"]
     entrypoint = shlex.join(command)
     client = _client(address)
     existing = _status(client, sub_id)

@@ -117,6 +117,17 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     assert all(len(checkpoint_dirs(sweep_dir, t)) <= 2 for t in best3)
     assert trials.set_index("trial_id").checkpoint.drop(list(best3)).isna().all()
 
+    # Tune's own per-trial files are there; its TensorBoard files are not (the tables hold
+    # the same reports), and Tune's logger switch is as it was before the sweep.
+    import os
+
+    folders = list(SweepDir(sweep_dir).tune.glob("hpsearch_trial_*"))
+    assert len(folders) == 6
+    for folder in folders:
+        assert {"params.json", "result.json", "progress.csv"} <= {f.name for f in folder.iterdir()}
+        assert not list(folder.glob("events.out.tfevents*")), folder
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ
+
     manifest = (sweep_dir / "manifest.json").read_text()
     assert '"status": "finished"' in manifest
     assert (sweep_dir / "space.yaml").exists()
@@ -136,10 +147,11 @@ ONE_WORKER_SPACE = """\
 """
 
 
-def test_ctrl_c_in_process_stops_the_sweep_and_its_caller(tmp_path, ray_instance):
+def test_ctrl_c_in_process_stops_the_sweep_and_its_caller(tmp_path, ray_instance, monkeypatch):
     """Tune takes the first Ctrl-C to stop the sweep gracefully; run_sweep then raises an
     error that is also a KeyboardInterrupt, so the caller (a loop of sweeps, this test
-    session) stops too, and the tables hold the trial that ran."""
+    session) stops too, and the tables hold the trial that ran. (With HPSEARCH_TENSORBOARD
+    set, the trial's folder has Tune's TensorBoard files too.)"""
     import os
     import signal
     import threading
@@ -147,6 +159,7 @@ def test_ctrl_c_in_process_stops_the_sweep_and_its_caller(tmp_path, ray_instance
 
     from hpsearch.driver.fit import Interrupted
 
+    monkeypatch.setenv("HPSEARCH_TENSORBOARD", "1")
     spec = load_space(write_space(tmp_path, ONE_WORKER_SPACE))
     sweep = SweepDir.at(tmp_path / "runs", "ctrl-c")
     done = threading.Event()
@@ -174,3 +187,4 @@ def test_ctrl_c_in_process_stops_the_sweep_and_its_caller(tmp_path, ray_instance
     assert "hpsearch resume ctrl-c" in str(caught.value)
     trials = hpsearch.read_trials(sweep.path)
     assert len(trials) >= 1 and len(trials) < 4
+    assert list(sweep.tune.glob("hpsearch_trial_*/events.out.tfevents*"))

@@ -30,7 +30,9 @@ Three questions, each answered side by side in one run:
     .venv/bin/python benchmarks/scale.py read
     .venv/bin/python benchmarks/scale.py writes
 
-``sweep --profile FILE`` runs each side's driver under cProfile (``FILE.bare``,
+``sweep --same-files`` has bare Tune write only what hpsearch writes of Tune's files (CSV
+and JSON, no TensorBoard events: ``HPSEARCH_TENSORBOARD``), so that the ratio is the cost
+of hpsearch's own bookkeeping. ``sweep --profile FILE`` runs each side's driver under cProfile (``FILE.bare``,
 ``FILE.hpsearch``) and prints where their time goes.
 """
 
@@ -169,7 +171,7 @@ def _side_hpsearch(trials: int, root: str, profile: str | None) -> dict:
             "reports": len(history), "status": dict(table.status.value_counts())}
 
 
-def _side_bare(trials: int, root: str) -> dict:
+def _side_bare(trials: int, root: str, *, same_files: bool = False) -> dict:
     import optuna
     import ray
     from ray import tune
@@ -177,6 +179,12 @@ def _side_bare(trials: int, root: str) -> dict:
     from ray.tune.search.optuna import OptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    loggers = None
+    if same_files:  # Tune's CSV and JSON files, no TensorBoard files: what hpsearch writes
+        from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+        os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+        loggers = [CSVLoggerCallback(), JsonLoggerCallback()]
     # Ray started as hpsearch starts it on a machine without a cluster (and as `ray.init()`
     # does with ray[default]): the dashboard runs too, so the ratio is hpsearch's own cost.
     ray.init(address="local", num_cpus=2, logging_level="ERROR", log_to_driver=False)
@@ -192,7 +200,8 @@ def _side_bare(trials: int, root: str) -> dict:
                 scheduler=ASHAScheduler(time_attr="epoch", metric="val_loss", mode="min",
                                         max_t=MAX_T, grace_period=GRACE, reduction_factor=RF),
                 num_samples=trials, max_concurrent_trials=2, reuse_actors=True),
-            run_config=tune.RunConfig(storage_path=root, name="bare", verbose=0),
+            run_config=tune.RunConfig(storage_path=root, name="bare", verbose=0,
+                                      callbacks=loggers),
         )
         t, cpu = time.perf_counter(), tree_cpu_s()
         grid = tuner.fit()
@@ -214,18 +223,21 @@ def side_main(args) -> None:
             import cProfile
 
             profiler = cProfile.Profile()
-            out = profiler.runcall(_side_bare, args.trials, root)
+            out = profiler.runcall(_side_bare, args.trials, root, same_files=args.same_files)
             profiler.dump_stats(args.profile)
         else:
-            out = _side_bare(args.trials, root)
+            out = _side_bare(args.trials, root, same_files=args.same_files)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(out, default=str), flush=True)
 
 
-def run_side(side: str, trials: int, profile: str | None = None) -> dict:
+def run_side(side: str, trials: int, profile: str | None = None, *,
+             same_files: bool = False) -> dict:
     cmd = [sys.executable, __file__, "_side", side, "--trials", str(trials)]
     if profile:
         cmd += ["--profile", profile]
+    if same_files:
+        cmd += ["--same-files"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
@@ -255,7 +267,7 @@ def sweep_main(args) -> None:
         # load torch into fresh actors after an idle spell: without it, the side that ran
         # first was the slower in every earlier run (the ratio depended on the order).
         for side in ("bare", "hpsearch"):
-            run_side(side, args.warmup)
+            run_side(side, args.warmup, same_files=args.same_files)
         print(f"  warm-up: {args.warmup} trials per side, untimed", flush=True)
     rows = []
     for rep in range(args.reps):
@@ -265,7 +277,7 @@ def sweep_main(args) -> None:
             _settle()
             t = time.perf_counter()
             profile = f"{args.profile}.{side}" if args.profile else None
-            got[side] = run_side(side, args.trials, profile)
+            got[side] = run_side(side, args.trials, profile, same_files=args.same_files)
             got[side]["process_s"] = time.perf_counter() - t
             print(f"  rep {rep + 1} {side}: {json.dumps(got[side], default=str)}", flush=True)
         rows.append(got)
@@ -465,6 +477,9 @@ def main() -> None:
     p.add_argument("--profile", help="cProfile the hpsearch driver into this file")
     p.add_argument("--warmup", type=int, default=50,
                    help="trials per side run untimed first (0: none)")
+    p.add_argument("--same-files", action="store_true",
+                   help="bare Tune writes what hpsearch writes: its CSV and JSON files, no "
+                        "TensorBoard files (default: Tune's defaults, as a user gets them)")
     p = sub.add_parser("read", help="read a 10,000 x 30 history")
     p.add_argument("--n-trials", type=int, default=10_000)
     p.add_argument("--reports", type=int, default=30)
@@ -477,6 +492,7 @@ def main() -> None:
     p.add_argument("side", choices=["hpsearch", "bare"])
     p.add_argument("--trials", type=int, required=True)
     p.add_argument("--profile")
+    p.add_argument("--same-files", action="store_true")
     p = sub.add_parser("_read")
     p.add_argument("path")
     args = parser.parse_args()

@@ -43,7 +43,8 @@ class TablesCallback(Callback):
     end of a controller step once the budget allows, and never later than
     ``max_delay_s`` after the first of them: a row then lands a fraction of a second
     late, and writing the tables takes about ``write_share`` of the driver (Ray Tune
-    caps its own experiment-state saves at 5% the same way).
+    caps its own experiment-state saves at 5% the same way; 2% here, because a flood of
+    ends is bounded by ``max_delay_s`` anyway and each write replaces the trial table).
     Either way a trial's result is on disk when it ends: the study's journal flushes
     its value to disk at once (:class:`~hpsearch.driver.searcher.TrialEndSyncedJournal`).
     If the driver is killed before the table write, the resumed sweep ends the row from
@@ -59,7 +60,7 @@ class TablesCallback(Callback):
     _pruner: CheckpointPruner | None = None
 
     def __init__(self, records: TrialRecords, sweep: SweepDir, *, interval_s: float = 5.0,
-                 write_share: float = 0.05, burst_s: float = 0.5, max_delay_s: float = 2.0):
+                 write_share: float = 0.02, burst_s: float = 0.5, max_delay_s: float = 2.0):
         live.register(sweep, records)
         self.records = records
         self.sweep = sweep

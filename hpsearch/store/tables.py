@@ -1,7 +1,7 @@
 """Trial tables: :class:`TrialRecords` -> ``trials.parquet`` and ``history.parquet``.
 
 The Tune callback writes both tables atomically and durably at a bounded interval and
-when trials end (at once, unless writing would take more than 5% of the driver's time:
+when trials end (at once, unless writing would take more than 2% of the driver's time:
 :class:`hpsearch.driver.callbacks.TablesCallback`), so a notebook can read them at any
 moment of a sweep. Readers (:func:`read_trials`,
 :func:`read_history`) import only pandas and pyarrow. The schema and the layout are in

@@ -26,7 +26,7 @@ SPACE = """\
     objective: {metric: val_loss, mode: min}
     params:
       lr: {type: float, low: 1.0e-3, high: 3.0e-2, log: true}
-      batch_size: 16
+      batch_size: 8
     search: {algorithm: tpe, seed: 2, n_startup_trials: 3}
     scheduler: {type: asha, time_attr: epoch, max_t: 9, grace_period: 1, reduction_factor: 3}
     trials: {num: 6, max_concurrent: 2}
@@ -94,9 +94,12 @@ def test_kill_mid_sweep_then_resume(tmp_path, no_ray_running, leftover_ray):
     try:
         def two_ended_one_running():
             df = trials_so_far(sweep)
+            if df is not None and len(ended(df)) == 6:
+                raise AssertionError("the sweep ended before the kill: lengthen its trials")
             return df is not None and len(ended(df)) >= 2 and (df.status == "running").any()
 
-        wait_until(two_ended_one_running)
+        # The tables are in that state from one trial's end to the next (a second or two)
+        wait_until(two_ended_one_running, poll=0.1)
         finished_before = ended(hpsearch.read_trials(sweep))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)

@@ -123,6 +123,7 @@ class StartLimits:
         self.refused_for_deadline = False
         self.waiting_for_share = False
         self.admitted = 0  # trials allowed since Tune last told us what it holds
+        self.admitted_ids: set[Any] = set()  # their ids: known before Tune lists them
         self.outside: set[str] | None = None  # Tune's trials without a row, if told
         self.milestones = MilestoneTimes(spec)
         if ledger is not None:
@@ -136,15 +137,24 @@ class StartLimits:
                 :meth:`known` need not compare every trial id.
         """
         self.admitted = 0
+        self.admitted_ids = set()
         self.outside = outside
 
     def known(self) -> int:
-        """Trials known: the table's rows, and Tune's trials without one. Counted from
-        the few trials without a row when Tune's were told (:meth:`note_tune`)."""
+        """Trials known: the table's rows, Tune's trials without one, and the trials
+        admitted since Tune last told us its trials. Counted from the few trials without a
+        row when Tune's were told (:meth:`note_tune`).
+
+        Tune asks for up to ``max_concurrent_trials`` trials within one step (more than
+        one when several slots are free at once, as when a shared cluster's share grows):
+        without the admitted ones, the last planned trial counted as not yet known and
+        the sweep started more trials than planned."""
         trials = self.records.trials
         if self.outside is None:
-            return len(set(trials) | live.tune_trials())
-        return len(trials) + sum(1 for tid in self.outside if tid not in trials)
+            return len(set(trials) | live.tune_trials() | self.admitted_ids)
+        outside = self.outside
+        return (len(trials) + sum(1 for tid in outside if tid not in trials)
+                + sum(1 for tid in self.admitted_ids if tid not in trials and tid not in outside))
 
     def active(self) -> int:
         """This sweep's trials Tune holds and has not ended, and those admitted since (Tune
@@ -161,9 +171,13 @@ class StartLimits:
             return self.slots
         return self.ledger.update(self.active(), want=self.want(), fresh=fresh)
 
-    def may_start(self) -> bool | None:
+    def may_start(self, trial_id: str | None = None) -> bool | None:
         """``True``: start a trial. ``False``: start no more (the search ends). ``None``:
-        not now, the sweep is at its share of a shared cluster."""
+        not now, the sweep is at its share of a shared cluster.
+
+        Args:
+            trial_id: The Tune trial that would start (counted as known once admitted).
+        """
         if self.known() >= self.num:
             return False
         if self.deadline_at is not None:
@@ -178,6 +192,7 @@ class StartLimits:
             return None
         self.waiting_for_share = False
         self.admitted += 1
+        self.admitted_ids.add(trial_id if trial_id is not None else object())
         return True
 
     def _idle_actors_unneeded(self, share: int) -> bool:
@@ -196,15 +211,16 @@ class StartLimits:
             self.ledger.close()
 
 
-def may_start_trial(sweep: str, num: int | None = None) -> bool | None:
-    """Whether the sweep may start another trial: the searcher's ``may_start`` hook
+def may_start_trial(sweep: str, num: int | None = None, *,
+                    trial_id: str | None = None) -> bool | None:
+    """Whether the sweep may start trial ``trial_id``: the searcher's ``may_start`` hook
     (``None``: not now; see :meth:`StartLimits.may_start`).
 
     ``num`` is used only outside a live driver's limits (kept for states pickled before
     the limits existed)."""
     limits = live.limits(sweep)
     if limits is not None:
-        return limits.may_start()
+        return limits.may_start(trial_id)
     records = live.records(sweep)
     if records is None or num is None:
         return True

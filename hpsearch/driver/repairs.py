@@ -230,12 +230,13 @@ def recorded_end(sweep: SweepDir, trial_id: str) -> dict[str, Any] | None:
 # --- Optuna ---------------------------------------------------------------------------------
 
 
-def may_start_trial(sweep: str, num: int | None = None) -> bool | None:
+def may_start_trial(sweep: str, num: int | None = None, *,
+                    trial_id: str | None = None) -> bool | None:
     """Where sweeps started before :mod:`hpsearch.driver.budget` existed look for their
     searcher's ``may_start`` hook (Tune pickled it by this name); the same decision."""
     from hpsearch.driver.budget import may_start_trial as decide
 
-    return decide(sweep, num)
+    return decide(sweep, num, trial_id=trial_id)
 
 
 

@@ -115,7 +115,7 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
 
 def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = None,
                   study_name: str | None = None, sweep: str | None = None,
-                  may_start: Callable[[], bool] | None = None) -> OptunaSearch:
+                  may_start: Callable[..., bool | None] | None = None) -> OptunaSearch:
     """A Tune searcher over :func:`define_by_run` with :func:`make_sampler`.
 
     It is a :class:`hpsearch.driver.searcher.SweepSearcher`: an ``OptunaSearch`` that
@@ -130,7 +130,8 @@ def make_searcher(spec: Spec, *, storage: optuna.storages.BaseStorage | None = N
         study_name: The study's name in ``storage``.
         sweep: The sweep directory's path: the searcher links each trial in the live
             trial records, and reopens the study there when the sweep is resumed.
-        may_start: Asked before each new trial; ``False`` ends the search (no new trial).
+        may_start: Asked before each new trial, with ``trial_id=``; ``False`` ends the
+            search (no new trial), ``None`` means not now.
             Must be picklable: Tune saves the searcher with the experiment.
 
     Raises:

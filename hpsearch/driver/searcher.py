@@ -221,7 +221,7 @@ class SweepSearcher(OptunaSearch):
     """
 
     #: Asked before each new trial; ``False`` ends the search.
-    may_start: Callable[[], bool | None] | None = None
+    may_start: Callable[..., bool | None] | None = None
     spec: Spec | None = None
     sweep: str | None = None
     _links: dict[str, int] | None = None  # Tune trial id -> Optuna trial number
@@ -268,7 +268,7 @@ class SweepSearcher(OptunaSearch):
     # --- suggest ------------------------------------------------------------------------
 
     def suggest(self, trial_id: str):  # noqa: ANN201
-        verdict = self.may_start() if self.may_start is not None else True
+        verdict = self.may_start(trial_id=trial_id) if self.may_start is not None else True
         if verdict is None:  # not now: at its share of a shared cluster
             return None
         if not verdict:

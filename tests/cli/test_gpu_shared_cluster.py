@@ -138,7 +138,13 @@ def test_two_gpu_sweeps_split_the_gpus_and_give_them_all_back(tmp_path, no_ray_r
                      lambda s: s["sweeps"].get("half", {}).get("running", 0) >= 1)
             procs["whole"] = start_sweep(tmp_path, env, cluster.address, "whole")
             for name, proc in procs.items():
-                outputs[name], _ = proc.communicate(timeout=600)
+                try:
+                    outputs[name], _ = proc.communicate(timeout=600)
+                except subprocess.TimeoutExpired as exc:
+                    out = exc.output.decode() if isinstance(exc.output, bytes) else exc.output
+                    trials = hpsearch.read_trials(SweepDir(tmp_path / "runs" / name))
+                    pytest.fail(f"sweep {name} did not end in 600 s:\n{(out or '')[-3000:]}\n"
+                                f"{trials.to_string()}\n{read_samples(samples_file)[-3:]}")
             # Every GPU and placement group free again (Ray frees a trial's shortly after
             # it ends).
             ended = time.time()

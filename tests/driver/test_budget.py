@@ -112,3 +112,57 @@ def test_only_a_sweep_held_below_its_slots_waits_for_its_share():
         assert alone.waiting_for_share
     finally:
         live.clear()
+
+
+def test_trials_admitted_within_one_step_count_as_planned():
+    """Tune asks for up to ``max_concurrent_trials`` trials within one step. One trial of
+    two planned has ended and the share just grew to 2 (the other sweep ended): the second
+    is admitted, and a third must not be, before Tune lists either (seen in CI as a sweep
+    of 2 planned trials running 3, the third waiting for a worker group for good)."""
+    from hpsearch.driver import live
+    from hpsearch.driver.budget import StartLimits
+    from hpsearch.store.records import TrialRecords
+
+    space = parse_space({**SPACE, "trials": {"num": 2}})
+    records = TrialRecords(space)
+    try:
+        limits = StartLimits(records, space, slots=2, ledger=_Ledger(capacity=2))
+        records.start("a", {"lr": 0.01})
+        records.end("a", returned=True)
+        live.note_tune_trials(None, {"a"}, active=0)
+        limits.note_tune(outside=set())
+        assert limits.known() == 1
+        assert limits.may_start("b") is True
+        assert limits.known() == 2
+        assert limits.may_start("c") is False  # the plan is full: the search ends
+
+        # Tune lists b (no row yet), then starts it: b is counted once all along.
+        limits.note_tune(outside={"b"})
+        assert limits.known() == 2
+        records.start("b", {"lr": 0.02})
+        assert limits.known() == 2
+    finally:
+        live.clear()
+
+
+def test_an_admitted_trial_that_starts_within_the_step_is_counted_once():
+    """Tune may start a trial in the same step that admitted it: its row and its admission
+    are one trial, so the sweep still starts the rest of its plan."""
+    from hpsearch.driver import live
+    from hpsearch.driver.budget import StartLimits
+    from hpsearch.store.records import TrialRecords
+
+    space = parse_space({**SPACE, "trials": {"num": 3}})
+    records = TrialRecords(space)
+    try:
+        limits = StartLimits(records, space, slots=3, ledger=_Ledger(capacity=3))
+        live.note_tune_trials(None, set(), active=0)
+        limits.note_tune(outside=set())
+        assert limits.may_start("a") is True
+        records.start("a", {"lr": 0.01})
+        assert limits.known() == 1
+        assert limits.may_start("b") is True
+        assert limits.may_start("c") is True
+        assert limits.may_start("d") is False
+    finally:
+        live.clear()

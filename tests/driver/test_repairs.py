@@ -162,4 +162,4 @@ def test_a_searcher_pickled_before_driver_budget_existed_finds_its_may_start_hoo
     from hpsearch.driver import repairs
 
     hook = pickle.loads(pickle.dumps(functools.partial(repairs.may_start_trial, "/x", 4)))
-    assert hook() is True  # no live driver here: nothing limits it
+    assert hook(trial_id="t1") is True  # no live driver here: nothing limits it

@@ -162,8 +162,11 @@ class StartLimits:
         return live.active_trials() + self.admitted
 
     def want(self) -> int:
-        """The most trials this sweep could run at once now."""
-        return max(0, min(self.slots, self.num - self.known() + self.active()))
+        """The most trials this sweep could run at once now: those Tune holds unended, and
+        those it may still start. Never fewer than the first: a trial Tune holds waits
+        for a slot of the share (a warm worker group), so a share below it would hold
+        that trial, and the sweep, for good."""
+        return min(self.slots, max(0, self.num - self.known()) + self.active())
 
     def share(self, *, fresh: bool = False) -> int:
         """Trials this sweep may run at once now (its planned slots when alone)."""

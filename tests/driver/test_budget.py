@@ -166,3 +166,28 @@ def test_an_admitted_trial_that_starts_within_the_step_is_counted_once():
         assert limits.may_start("d") is False
     finally:
         live.clear()
+
+
+def test_a_sweep_wants_a_slot_for_every_trial_tune_holds_even_past_its_plan():
+    """Whatever the count of known trials, each trial Tune holds and has not ended needs
+    a slot of the share: asking for fewer left a warm trial waiting for its worker group
+    for good (the ledger gives at most what a sweep wants)."""
+    from hpsearch.driver import live
+    from hpsearch.driver.budget import StartLimits
+    from hpsearch.store.records import TrialRecords
+
+    space = parse_space({**SPACE, "trials": {"num": 2}})
+    records = TrialRecords(space)
+    try:
+        limits = StartLimits(records, space, slots=2, ledger=_Ledger(capacity=2))
+        for tid in "abc":  # one more than planned, as an older hpsearch could start
+            records.start(tid, {"lr": 0.01})
+        records.end("a", returned=True)
+        records.end("b", returned=True)
+        live.note_tune_trials(None, {"a", "b", "c"}, active=1)
+        limits.note_tune(outside=set())
+        assert limits.want() == 1
+        assert limits.share() == 1
+        assert limits.may_start("d") is False
+    finally:
+        live.clear()

@@ -159,7 +159,7 @@ def sweep_space(name: str, *, workers: int, precision: str) -> dict:
 
 def sweep_row(workers: int, precision: str, storage: str) -> tuple[tuple, bool]:
     import hpsearch
-    from hpsearch.driver.sweep import run_sweep
+    from hpsearch.driver.sweep.run import run_sweep
     from hpsearch.space import parse_space
 
     label = (f"ASHA sweep, 4 x {workers} worker(s)" + (" (NCCL)" if workers > 1 else

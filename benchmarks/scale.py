@@ -140,28 +140,29 @@ def tree_cpu_s() -> float:
 
 
 def _side_hpsearch(trials: int, root: str, profile: str | None) -> dict:
-    import hpsearch.driver.sweep as sweep_mod
+    from hpsearch.driver.sweep.fit import SweepRun
+    from hpsearch.driver.sweep.run import run_sweep
     from hpsearch.store.tables import read_history, read_trials
 
     timed = {}
-    real_fit = sweep_mod.fit
+    real_fit = SweepRun.fit
 
-    def fit(tuner, run, plan, manifest):
+    def fit(self, manifest):
         t, cpu = time.perf_counter(), tree_cpu_s()
         try:
-            return real_fit(tuner, run, plan, manifest)
+            return real_fit(self, manifest)
         finally:
             timed["wall"] = time.perf_counter() - t
             timed["cpu"] = tree_cpu_s() - cpu  # before run_sweep stops Ray
 
-    sweep_mod.fit = fit
+    SweepRun.fit = fit
     profiler = None
     if profile:
         import cProfile
 
         profiler = cProfile.Profile()
         profiler.enable()
-    result = sweep_mod.run_sweep(spec_for(trials), storage=root, stream=io.StringIO())
+    result = run_sweep(spec_for(trials), storage=root, stream=io.StringIO())
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -361,7 +362,8 @@ def read_child(args) -> None:
 
 def read_main(args) -> None:
     from hpsearch.store.layout import SweepDir
-    from hpsearch.store.tables import _history_df, tables_writer, write_tables
+    from hpsearch.store.tables import tables_writer, write_tables
+    from hpsearch.store.tables.frames import _history_df
 
     with tempfile.TemporaryDirectory(prefix="hpsearch-scale-read-") as root:
         sweep = SweepDir.of(root)
@@ -423,8 +425,8 @@ def _single_file_write(records, sweep) -> None:
 
 def writes_main(args) -> None:
     from hpsearch.store.layout import SweepDir
-    from hpsearch.store.tables import _history_df, tables_writer, trials_frame, \
-        write_parquet_atomic
+    from hpsearch.store.tables import tables_writer, trials_frame, write_parquet_atomic
+    from hpsearch.store.tables.frames import _history_df
 
     sizes = sorted(set(args.at))
     print("| trials so far | reports so far | single file: ms per write | layout 3: ms per "

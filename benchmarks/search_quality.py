@@ -14,9 +14,8 @@ seed, so only the search differs. Methods:
      sharing one journal study, Optuna's own way to run 2 at once)
   e  the other samplers with ASHA: e-gp (GPSampler), e-qmc (Sobol start, then TPE)
   f  TPE + ASHA with ``time_attr: time`` (rungs in seconds of the trial's own time)
-  a-ray  a, but the study is told what Ray's OptunaSearch tells it (every ended trial
-     COMPLETE with its last value, reports keyed by report count): hpsearch before the
-     study-fidelity change, for the before/after comparison
+  (the ``a-ray`` variant of earlier figures, the study told as Ray's OptunaSearch tells
+  it, patched the searcher hpsearch had before its own; benchmarks/README.md keeps them)
 
 Trials report every ``--eval-every`` steps (8: twice an fp32 epoch), so that ASHA on time
 can judge a slow trial before ``max_t``. Per run it records every report with its
@@ -31,11 +30,11 @@ wall-clock time, and computes:
 Each (method, seed) appends one JSON line to ``--out``; ``--table`` prints the table from
 that file. Runs take ``--budget`` seconds plus a few seconds each.
 
-    .venv/bin/python benchmarks/search_quality.py --methods a a-ray b c d e-gp e-qmc f \\
+    .venv/bin/python benchmarks/search_quality.py --methods a b c d e-gp e-qmc f \\
         --seeds 0 1 2 --out sq.jsonl
     .venv/bin/python benchmarks/search_quality.py --table sq.jsonl
 
-About 62 s a run: 26 minutes for the command above on a 2-core machine (benchmarks/README.md).
+About 62 s a run: 22 minutes for the command above on a 2-core machine (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-METHODS = ("a", "b", "c", "d", "e-gp", "e-qmc", "f", "a-ray")
+METHODS = ("a", "b", "c", "d", "e-gp", "e-qmc", "f")
 LABELS = {
     "a": "a  TPE + ASHA (hpsearch default)",
     "b": "b  random + ASHA",
@@ -63,7 +62,6 @@ LABELS = {
     "e-gp": "e  GP + ASHA",
     "e-qmc": "e  QMC start, TPE + ASHA",
     "f": "f  TPE + ASHA on time (time_attr: time)",
-    "a-ray": "a  TPE + ASHA, study told as Ray's OptunaSearch does (before)",
 }
 MAX_T = 6  # epochs of a full trial
 GRACE, RF = 1, 3  # rungs at epochs 1 and 3
@@ -129,54 +127,13 @@ def fp32_epoch_seconds(samples: int) -> float:
 # --- hpsearch runs ------------------------------------------------------------------------
 
 
-def _ray_telling_searcher():
-    """``make_searcher`` as it was before the study-fidelity change: Ray's OptunaSearch
-    semantics (the old SweepSearcher only added ``may_start``)."""
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
-
-    from hpsearch.driver import search
-
-    class RayTelling(OptunaSearch):
-        may_start = None
-
-        def suggest(self, trial_id):  # noqa: ANN001, ANN201
-            if self.may_start is not None and not self.may_start():
-                return OptunaSearch.FINISHED
-            return super().suggest(trial_id)
-
-        def on_trial_result(self, trial_id, result):  # noqa: ANN001
-            try:
-                super().on_trial_result(trial_id, result)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass
-
-    def make_searcher(spec, *, storage=None, study_name=None, sweep=None, may_start=None):
-        searcher = RayTelling(space=search.define_by_run(spec), metric=spec.objective.metric,
-                              mode=spec.objective.mode, sampler=search.make_sampler(spec),
-                              storage=storage, study_name=study_name)
-        searcher.may_start = may_start
-        return searcher
-
-    globals()["RayTelling"] = RayTelling  # picklable by name with the experiment
-    RayTelling.__qualname__ = "RayTelling"
-    return make_searcher
-
-
 def run_hpsearch(method: str, seed: int, args, epoch_s: float, root: str) -> dict:
-    from hpsearch.driver import search
-    from hpsearch.driver.sweep import run_sweep
+    from hpsearch.driver.sweep.run import run_sweep
     from hpsearch.space import parse_space
     from hpsearch.store.tables import read_history, read_trials
 
     spec = parse_space(space(method, seed, args, epoch_s))
-    original = search.make_searcher
-    if method == "a-ray":
-        search.make_searcher = _ray_telling_searcher()
-    try:
-        result = run_sweep(spec, storage=root, stream=io.StringIO())
-    finally:
-        search.make_searcher = original
+    result = run_sweep(spec, storage=root, stream=io.StringIO())
     trials = read_trials(result.sweep_dir)
     history = read_history(result.sweep_dir)
     trials = trials[trials.started_at.notna() & trials.wall_s.notna()]
@@ -389,7 +346,7 @@ def table(path: str, target: float | None) -> None:
         wins = 0
         for seed in seeds:
             mine = next(r["final_best"] for r in by_method["a"] if r["seed"] == seed)
-            others = [r["final_best"] for m, rs in by_method.items() if m not in ("a", "a-ray")
+            others = [r["final_best"] for m, rs in by_method.items() if m != "a"
                       for r in rs if r["seed"] == seed and r["final_best"] is not None]
             if mine is not None and (not others or mine <= min(others) * 1.005):
                 wins += 1
@@ -420,7 +377,7 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     epoch_s = fp32_epoch_seconds(args.samples)
     print(f"fp32 charlm epoch ({args.samples} samples): {epoch_s:.2f} s", flush=True)
-    from hpsearch.driver.connect import connect
+    from hpsearch.driver.cluster.connect import connect
 
     conn = connect(None)
     try:

@@ -53,7 +53,7 @@ MODES = {"1": (1, True), "2 cold": (2, False), "2 warm": (2, True)}
 
 def run(workers: int, warm: bool, trials: int, epochs: int, root: str) -> dict[str, float]:
     from hpsearch.space import parse_space
-    from hpsearch.driver.sweep import run_sweep
+    from hpsearch.driver.sweep.run import run_sweep
     from hpsearch.store.tables import read_trials
 
     timing = os.path.join(root, f"timing-{workers}-{warm}.jsonl")
@@ -96,7 +96,7 @@ def main() -> None:
     per_epoch = epoch_seconds()
     epochs = max(1, round(args.trial_seconds / per_epoch))
 
-    from hpsearch.driver.connect import connect
+    from hpsearch.driver.cluster.connect import connect
 
     t = time.perf_counter()
     conn = connect(None)

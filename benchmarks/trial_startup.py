@@ -59,7 +59,7 @@ def space(workers: int, warm: bool, trials: int, timing_file: str) -> dict:
 
 def measure(workers: int, warm: bool, trials: int, root: str) -> list[dict[str, float]]:
     from hpsearch.space import parse_space
-    from hpsearch.driver.sweep import run_sweep
+    from hpsearch.driver.sweep.run import run_sweep
     from hpsearch.store.tables import read_trials
 
     timing = os.path.join(root, f"timing-{workers}-{warm}.jsonl")
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     args = parser.parse_args()
 
-    from hpsearch.driver.connect import connect
+    from hpsearch.driver.cluster.connect import connect
 
     os.chdir(Path(__file__).resolve().parents[1])  # so workers import benchmarks._timed
     conn = connect(None)

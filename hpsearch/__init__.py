@@ -27,9 +27,9 @@ _EXPORTS = {
     "apply_overrides": "hpsearch.space",
     "Spec": "hpsearch.space",
     # sweeps
-    "run_sweep": "hpsearch.driver.sweep",
-    "resume_sweep": "hpsearch.driver.sweep",
-    "SweepResult": "hpsearch.driver.fit",
+    "run_sweep": "hpsearch.driver.sweep.run",
+    "resume_sweep": "hpsearch.driver.sweep.run",
+    "SweepResult": "hpsearch.driver.sweep.result",
     "list_sweeps": "hpsearch.store.listing",
     "SweepDir": "hpsearch.store.layout",
     # trial tables, for notebooks

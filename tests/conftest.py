@@ -17,6 +17,10 @@ import pytest
 # shared machine.
 _SESSION_MARK = f"HPSEARCH_TEST_SESSION={uuid.uuid4().hex}"
 os.environ["HPSEARCH_TEST_SESSION"] = _SESSION_MARK.split("=", 1)[1]
+# Without an address, hpsearch (like ray.init) joins a `ray start` cluster running on this
+# machine. Tests never join a cluster they did not start: theirs is a local instance of
+# their own, or one that tests/cli/cluster.py starts and names with --address.
+os.environ["RAY_ADDRESS"] = "local"
 
 
 def _ours(pid: str) -> bool:
@@ -56,7 +60,7 @@ def ray_instance():
     and shut down after them (later tests check that they leave Ray alone)."""
     import ray
 
-    from hpsearch.driver.connect import connect
+    from hpsearch.driver.cluster.connect import connect
 
     started = not ray.is_initialized()
     if started:

@@ -31,7 +31,7 @@ def doctor(address, storage, expected_nodes, timeout_s, as_json):
     import json
     import sys
 
-    from hpsearch.driver.doctor import run_doctor
+    from hpsearch.driver.cluster.doctor import run_doctor
 
     report = run_doctor(address=address, storage=storage, expected_nodes=expected_nodes,
                         timeout_s=timeout_s)

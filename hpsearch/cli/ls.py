@@ -21,8 +21,6 @@ def ls(storage, as_json, address):
 
     With --address, list the sweeps running on that cluster: their trial slots (share),
     running trials and demand."""
-    import json
-
     from hpsearch.store.layout import default_storage
     from hpsearch.store.listing import list_sweeps
 
@@ -31,11 +29,7 @@ def ls(storage, as_json, address):
         return
     storage = default_storage(storage)
     rows = list_sweeps(storage)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
-        return
-    if not rows:
-        click.echo(f"no sweeps in {storage}")
+    if _echo_json_or_none(rows, as_json, f"no sweeps in {storage}"):
         return
     header = ("NAME", "STATUS", "TRIALS", "BEST", "WORKER-H", "STARTED", "ENDED", "BEST CONFIG")
     table = [header] + [_cells(r) for r in rows]
@@ -76,11 +70,23 @@ def _local(iso: str | None) -> str:
         return iso
 
 
-def _running(address: str, as_json: bool) -> None:
+def _echo_json_or_none(rows: list[dict], as_json: bool, none: str) -> bool:
+    """With ``--json``, print ``rows`` as JSON; without rows, print ``none``. Returns
+    whether that was all there is to print (else the rows want a table)."""
     import json
 
-    from hpsearch.driver.connect import connect
-    from hpsearch.driver.ledger import ledger_table
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return True
+    if not rows:
+        click.echo(none)
+        return True
+    return False
+
+
+def _running(address: str, as_json: bool) -> None:
+    from hpsearch.driver.cluster.connect import connect
+    from hpsearch.driver.limits.ledger import ledger_table
     from hpsearch.store.summary import printable
 
     conn = connect(address)
@@ -89,11 +95,7 @@ def _running(address: str, as_json: bool) -> None:
         total = conn.resources
     finally:
         conn.close()
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
-        return
-    if not rows:
-        click.echo(f"no sweeps running on {address}")
+    if _echo_json_or_none(rows, as_json, f"no sweeps running on {address}"):
         return
     click.echo(f"cluster: {total.get('CPU', 0):g} CPU, {total.get('GPU', 0):g} GPU")
     table = [("NAME", "SHARE", "RUNNING", "WANTS", "EACH TRIAL", "WEIGHT", "SEEN")]

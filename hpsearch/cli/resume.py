@@ -37,7 +37,7 @@ def resume(name, storage, address, trials, time_budget, deadline, max_concurrent
     import sys
 
     from hpsearch.cli.run import print_summary, status_of
-    from hpsearch.driver.sweep import resume_sweep
+    from hpsearch.driver.sweep.run import resume_sweep
     from hpsearch.space import load_space
     from hpsearch.store.layout import SweepDir, default_storage
 
@@ -54,7 +54,7 @@ def resume(name, storage, address, trials, time_budget, deadline, max_concurrent
         raise
     finally:
         if report or notify:
-            from hpsearch.driver.notify import finish_run
+            from hpsearch.driver.sweep.notify import finish_run
 
             finish_run(sweep if sweep is not None and sweep.exists() else None,
                        status=status, report=report, notify=notify)

@@ -47,7 +47,7 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
     """
     import sys
 
-    from hpsearch.driver.sweep import run_sweep, sweep_dir_for
+    from hpsearch.driver.sweep.run import run_sweep, sweep_dir_for
 
     sweep, status = None, "crashed"
     try:
@@ -65,7 +65,7 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
         spec = load_space(space, overrides)
         sweep = sweep_dir_for(spec, name=name, storage=storage)
         if preflight and not dry_run:
-            from hpsearch.driver.doctor import require_healthy_cluster
+            from hpsearch.driver.cluster.doctor import require_healthy_cluster
 
             require_healthy_cluster(address=address, storage=str(sweep.storage),
                                     stream=sys.stdout)
@@ -87,7 +87,7 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
         raise
     finally:
         if (report or notify) and not dry_run:
-            from hpsearch.driver.notify import finish_run
+            from hpsearch.driver.sweep.notify import finish_run
 
             finish_run(sweep, status=status, report=report, notify=notify)
     sys.exit(result.exit_code)

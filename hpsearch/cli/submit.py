@@ -29,8 +29,8 @@ def submit(space, run_args, address, submission_id, resume):
     (e.g. --storage): the sweep continues as a Ray Job, for example after the whole
     cluster went down.
     """
-    from hpsearch.driver.submit import submission_id as default_id
-    from hpsearch.driver.submit import submit_resume, submit_sweep
+    from hpsearch.driver.cluster.submit import submission_id as default_id
+    from hpsearch.driver.cluster.submit import submit_resume, submit_sweep
 
     args = list(run_args)
     if resume:
@@ -38,7 +38,7 @@ def submit(space, run_args, address, submission_id, resume):
     else:
         from pathlib import Path
 
-        from hpsearch.driver.sweep import expand_name
+        from hpsearch.driver.sweep.run import expand_name
         from hpsearch.space import load_space
 
         if not Path(space).is_file():

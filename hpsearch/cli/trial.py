@@ -31,7 +31,7 @@ def trial(space, overrides, workers, output, overwrite, address):
     import sys
     import time
 
-    from hpsearch.driver.single import format_report, run_single, single_config
+    from hpsearch.driver.trials.single import format_report, run_single, single_config
     from hpsearch.space import load_space
 
     spec = load_space(space, overrides)

@@ -1,18 +1,19 @@
-"""Everything that talks to Ray: the sweep driver.
+"""Everything that talks to Ray: the sweep driver, in rooms whose arrows point down.
 
-==========  ============================================================================
-connect     reach a Ray cluster or start a local instance, in seconds or one clear error
-plan        how many trials fit at once; rungs and cost, before anything runs (pure)
-search      spec -> Optuna sampler and searcher, ASHA or FIFO scheduler
-runners     how a trial runs (in-process | Ray Train), chosen once per spec
-callbacks   Tune callbacks: trial tables, progress, the all-failed stop
-fit         build a Tuner, run it to its end, write tables and manifest
-sweep       ``run_sweep`` / ``resume_sweep``: the library API of ``run`` and ``resume``
-single      ``hpsearch trial``: one configuration, no search
-repairs     every private Ray access and every resume repair, guarded by Ray version
-==========  ============================================================================
+=========  =============================================================================
+sweep      run, resume, fit, the record across runs, Ctrl-C: the only room that
+           composes the others
+monitor    what watches a running sweep: tables, progress, the stopper, stalls,
+           housekeeping
+trials     how a trial runs: runners, sessions, warm worker groups, ``hpsearch trial``
+limits     how many trials may run: the plan, the admission rule, the cluster ledger
+search     what to try and what to stop: study, searcher, ASHA rungs, samplers, warm start
+cluster    what talks to the cluster: connect, preflight, doctor, submit, orphans
+internals  every private Ray and Optuna access, version-checked, in one module
+=========  =============================================================================
 
-May import everything below it (``space``, ``store``, ``train``, ``workloads``) and Ray,
-Optuna and torch, always inside functions where module import time matters. Nothing
-below imports from here.
+A room may import the rooms below it in this table, and ``space``, ``store``, ``train``
+and ``workloads`` (``tests/test_architecture.py`` holds the arrows). Ray, Optuna and
+torch are imported inside functions where module import time matters. Nothing outside
+``driver`` but ``cli`` imports from here.
 """

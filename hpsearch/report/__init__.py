@@ -7,7 +7,12 @@ _study        Optuna studies: the sweep's own (:func:`load_study`), one built in
               from equal-budget rows (:func:`equal_budget_study`), fANOVA importance
 _figures      matplotlib figures as PNG bytes (object API, no pyplot, no display)
 _document     the report as blocks, rendered to HTML and to Markdown
-_build        facts -> document, in reading order
+_context      the facts every section reads, computed once
+_results      sections on what the sweep found: progress, best trials, curves, lr
+_analysis     sections that explain it: precision, importance, the rung funnel
+_accounting   sections that account for it: ledger, failures, all trials, about
+_format       cells as text: numbers, hours, times, configurations, error lines
+_build        facts -> document: the summary, the comparison, the sections in order
 ============  =========================================================================
 
 May import ``hpsearch.store``, ``hpsearch.space``, pandas, matplotlib and Optuna; never

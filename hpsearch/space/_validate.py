@@ -166,24 +166,32 @@ def _read_trainable(raw: Mapping, report: Report, resolve: bool) -> Any:
         return report.add(("trainable",), "trainable", str(exc))
 
 
+def _section(raw: Mapping, report: Report, name: str, keys: tuple[str, ...], *,
+             required: bool = False) -> tuple[tuple, Any]:
+    """The top-level section ``name`` and its path, with the keys it has besides ``keys``
+    reported; the section is :data:`BAD` when it is not a mapping (or, ``required``, is
+    missing)."""
+    path = (name,)
+    section = report.section(raw, name, example=_EXAMPLES[name], required=required)
+    if section is not BAD:
+        report.reject_unknown_keys(section, path, keys)
+    return path, section
+
+
 def _read_objective(raw: Mapping, report: Report) -> Any:
-    path = ("objective",)
-    section = report.section(raw, "objective", example=_EXAMPLES["objective"], required=True)
+    path, section = _section(raw, report, "objective", ("metric", "mode"), required=True)
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path, ("metric", "mode"))
     metric = report.text(section, path, "metric")
     mode = report.option(section, path, "mode", ("min", "max"))
     return Objective(metric=metric, mode=mode) if ok(metric, mode) else BAD
 
 
 def _read_search(raw: Mapping, report: Report) -> Any:
-    path = ("search",)
-    section = report.section(raw, "search", example=_EXAMPLES["search"])
+    path, section = _section(raw, report, "search", ("algorithm", "seed", "n_startup_trials",
+                                                     "warm_start", "warm_start_best"))
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path, ("algorithm", "seed", "n_startup_trials",
-                                               "warm_start", "warm_start_best"))
     algorithm = report.option(section, path, "algorithm", ("tpe", "random", "gp", "qmc"),
                               default="tpe")
     seed: Any = 0
@@ -219,13 +227,10 @@ def _read_warm_start(value: Any, path: tuple, report: Report) -> Any:
 
 
 def _read_scheduler(raw: Mapping, report: Report) -> Any:
-    path = ("scheduler",)
-    section = report.section(raw, "scheduler", example=_EXAMPLES["scheduler"])
+    path, section = _section(raw, report, "scheduler", ("type", "time_attr", "max_t",
+                                                        "grace_period", "reduction_factor"))
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(
-        section, path, ("type", "time_attr", "max_t", "grace_period", "reduction_factor")
-    )
     kind = report.option(section, path, "type", ("asha", "fifo"), default="asha")
     time_attr = report.option(section, path, "time_attr", ("epoch", "step", "time"),
                               default="epoch")
@@ -244,11 +249,9 @@ def _read_scheduler(raw: Mapping, report: Report) -> Any:
 
 
 def _read_trials(raw: Mapping, report: Report) -> Any:
-    path = ("trials",)
-    section = report.section(raw, "trials", example=_EXAMPLES["trials"])
+    path, section = _section(raw, report, "trials", ("num", "max_concurrent", "max_failures"))
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path, ("num", "max_concurrent", "max_failures"))
     num = report.integer(section, path, "num", default=16, minimum=1)
     failures = report.integer(section, path, "max_failures", default=2, minimum=0)
     concurrent = section.get("max_concurrent")
@@ -269,12 +272,10 @@ def _read_trials(raw: Mapping, report: Report) -> Any:
 
 
 def _read_resources(raw: Mapping, report: Report) -> Any:
-    path = ("resources",)
-    section = report.section(raw, "resources", example=_EXAMPLES["resources"])
+    path, section = _section(raw, report, "resources", ("workers", "use_gpu", "cpus_per_worker",
+                                                        "gpus_per_worker", "share", "warm_workers"))
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path, ("workers", "use_gpu", "cpus_per_worker",
-                                               "gpus_per_worker", "share", "warm_workers"))
     workers = report.integer(section, path, "workers", default=1, minimum=1, maximum=100_000)
     use_gpu = report.flag(section, path, "use_gpu", default=False)
     cpus = report.number(section, path, "cpus_per_worker", default=1, above=0)
@@ -304,11 +305,9 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
 
 
 def _read_budget(raw: Mapping, report: Report) -> Any:
-    path = ("budget",)
-    section = report.section(raw, "budget", example=_EXAMPLES["budget"])
+    path, section = _section(raw, report, "budget", ("time", "deadline"))
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path, ("time", "deadline"))
     seconds = _read_time_budget(section.get("time"), path, report)
     deadline = _read_deadline(section.get("deadline"), path, report)
     if not ok(seconds, deadline):
@@ -396,11 +395,9 @@ def storage_problem(storage: str) -> str | None:
 
 
 def _read_checkpoints(raw: Mapping, report: Report) -> Any:
-    path = ("checkpoints",)
-    section = report.section(raw, "checkpoints", example=_EXAMPLES["checkpoints"])
+    path, section = _section(raw, report, "checkpoints", ("keep", "keep_best_trials"))
     if section is BAD:
         return BAD
-    report.reject_unknown_keys(section, path, ("keep", "keep_best_trials"))
     keep = report.integer(section, path, "keep", default=2, minimum=1)
     best = report.integer(section, path, "keep_best_trials", default=3, minimum=0)
     return Checkpoints(keep=keep, keep_best_trials=best) if ok(keep, best) else BAD

@@ -34,11 +34,18 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class FloatParam:
+class _Range:
+    """The fields a float and an int parameter share, in the order both have them: a
+    range from ``low`` to ``high``, on a log scale or not."""
+
     name: str
     low: float
     high: float
     log: bool = False
+
+
+@dataclass(frozen=True)
+class FloatParam(_Range):
     step: float | None = None
     when: Condition | None = None
     type: Literal["float"] = "float"
@@ -58,13 +65,11 @@ class FloatParam:
 
 
 @dataclass(frozen=True)
-class IntParam:
+class IntParam(_Range):
     """Integer parameter; ``low`` and ``high`` are both inclusive."""
 
-    name: str
-    low: int
+    low: int  # ints here; declared again, they keep their place in _Range's order
     high: int
-    log: bool = False
     step: int = 1
     when: Condition | None = None
     type: Literal["int"] = "int"

@@ -5,8 +5,10 @@ layout        :class:`SweepDir`: every file name in a sweep; atomic writes; the 
               fence every deletion goes through (:func:`remove_inside`)
 status        the trial statuses and what they mean together
 records       :class:`TrialRecords`: per-trial state fed by Tune's results
-tables        records -> ``trials.parquet`` / ``history.parquet``; readers for notebooks
+tables/       records -> ``trials.parquet`` / ``history.parquet``; readers for notebooks;
+              the tables read back for a resume
 parts         the history as a directory of Parquet parts: appends, compaction, reading
+arrow_values  report values -> Arrow arrays typed as pandas types them (the appends)
 manifest      ``manifest.json``: what ran, where, how it ended; who the driver is
 procs         processes as the manifest records them (pid + start time + machine)
 retention     which checkpoints a sweep keeps

@@ -18,21 +18,21 @@ A sweep lives in ``<storage>/<name>/``::
 
 This is the only module that spells those names. Everything else asks a :class:`SweepDir`.
 
-Deleting: hpsearch deletes only what it created. :func:`remove_inside` is the one function
-that deletes anything; it refuses any path that does not resolve strictly inside the
-directory it is given, and every deletion in the package goes through it.
+Deleting: hpsearch deletes only what it created, and only through the fence
+(:func:`hpsearch.fence.remove_inside`), which refuses any path that does not resolve
+strictly inside the directory it is given.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from hpsearch.errors import InvalidArgumentError, StorageError
+from hpsearch.fence import UnsafePathError, remove_inside
 
 __all__ = ["DEFAULT_STORAGE", "STORAGE_ENV", "SweepDir", "SWEEP_NAME", "TRIAL_ID",
            "UnsafePathError", "check_sweep_name", "check_trial_id", "default_storage", "fsync_dir",
@@ -49,11 +49,8 @@ SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")
 
 _TMP_MARK = ".tmp-"
+_RUN_NAME = re.compile(r"^tune-\d{8}-\d{6}-[0-9a-f]{4}$")
 _PART = re.compile(r"^\.?part-(\d{12})-(\d{12})\.parquet(?:\.tmp-[A-Za-z0-9_]+)?$")
-
-
-class UnsafePathError(InvalidArgumentError):
-    """A deletion or a name would reach outside the directory hpsearch owns."""
 
 
 def check_sweep_name(name: str, *, what: str = "sweep name") -> str:
@@ -111,43 +108,6 @@ def default_storage(explicit: str | os.PathLike | None = None, *,
         if value is not None and os.fspath(value) != "":
             return os.fspath(value)
     return DEFAULT_STORAGE
-
-
-def remove_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
-    """Delete ``path`` (a file or a directory tree) only if it lies strictly inside ``root``.
-
-    The check is on resolved paths, so ``..`` segments and symbolic links that lead out of
-    ``root`` are refused; a symbolic link inside ``root`` is removed as a link, never
-    followed. Returns whether something was deleted.
-
-    Raises:
-        UnsafePathError: ``path`` is ``root`` itself or outside it. Nothing is deleted.
-    """
-    root_real = Path(root).resolve()
-    target = Path(path)
-    if not target.is_absolute():
-        target = root_real / target
-    # Resolve the parent (following links there), but not the last component: a link
-    # inside root is deleted as a link.
-    parent_real = target.parent.resolve()
-    candidate = parent_real / target.name
-    if target.name in ("", ".", "..") or not _strictly_inside(candidate, root_real):
-        raise UnsafePathError(f"refusing to delete {os.fspath(path)!r}: it is not inside "
-                              f"{os.fspath(root_real)!r}")
-    if candidate.is_symlink() or candidate.is_file():
-        candidate.unlink(missing_ok=True)
-        return True
-    if candidate.is_dir():
-        shutil.rmtree(candidate)
-        return True
-    if os.path.lexists(candidate):
-        candidate.unlink(missing_ok=True)
-        return True
-    return False
-
-
-def _strictly_inside(path: Path, root: Path) -> bool:
-    return path != root and root in path.parents
 
 
 def write_atomic(target: Path, write: Callable[[Path], None], *, what: str | None = None) -> None:
@@ -321,22 +281,33 @@ class SweepDir:
 
     @property
     def tune(self) -> Path:
-        """Ray Tune's experiment directory (what ``hpsearch resume`` restores).
+        """The newest run's Ray Tune experiment directory (:attr:`tune_runs`)."""
+        found = self.tune_runs
+        return found[-1] if found else self.path / "tune"
 
-        Its name is unique per sweep, ``tune-<8 hex digits>`` (:meth:`new_tune_name`): Ray
-        stages an experiment's files under its name and the second it started, so two
-        sweeps that both called it ``tune`` and started in the same second shared one
-        staging folder and mixed their state. Sweeps from before keep ``tune``.
+    @property
+    def tune_runs(self) -> list[Path]:
+        """Ray Tune's experiment directories, one per run of the sweep, oldest first.
+
+        Scratch: Tune's own files (``params.json``, ``progress.csv``, ``error.txt`` per
+        trial, in ``hpsearch_trial_<trial id>_<Tune's id>/``); hpsearch never reads them
+        back. Each run's name is unique (:meth:`new_tune_name`): Ray stages an experiment's
+        files under its name and the second it started, so two sweeps that both called it
+        ``tune`` and started in the same second shared one staging folder. Sweeps of older
+        hpsearch versions have one, ``tune`` or ``tune-<8 hex digits>``.
         """
-        found = sorted(p for p in self.path.glob("tune-*") if p.is_dir())
-        return found[0] if found else self.path / "tune"
+        found = [p for p in self.path.glob("tune*") if p.is_dir() and
+                 (p.name == "tune" or p.name.startswith("tune-"))]
+        return sorted(found, key=lambda p: (_RUN_NAME.match(p.name) is not None, p.name))
 
     @staticmethod
     def new_tune_name() -> str:
-        """A fresh name for a new sweep's Tune experiment."""
+        """A fresh name for a run's Tune experiment: ``tune-<date>-<time>-<4 hex digits>``,
+        so that the runs' directories sort by when they started."""
+        import time
         import uuid
 
-        return f"tune-{uuid.uuid4().hex[:8]}"
+        return f"tune-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
     @property
     def checkpoints(self) -> Path:

@@ -30,13 +30,20 @@ single-file layout; when one first does, the history is written whole again.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from hpsearch.errors import DamagedSweepError, StorageError
+from hpsearch.store.arrow_values import (
+    Unfit,
+    all_numbers,
+    infer_array,
+    is_missing,
+    pandas_entry,
+    to_arrow,
+)
 from hpsearch.store.layout import SweepDir, fsync_dir, write_atomic
 
 __all__ = ["FAN_IN", "HistoryWriter", "LEAD_COLUMNS", "TOP_LEVEL", "cover", "read_dataset",
@@ -180,10 +187,6 @@ def conform(table, schema):
 # --- writing ---------------------------------------------------------------------------------
 
 
-class _Unfit(Exception):
-    """New rows do not fit the table's column types: write the history whole again."""
-
-
 class HistoryWriter:
     """Keeps the history dataset of one sweep directory in step with a records' history.
 
@@ -228,7 +231,7 @@ class HistoryWriter:
         first, end = self.written, len(history)
         try:
             table, schema = self._append_table(history[first:end])
-        except _Unfit:
+        except Unfit:
             self.write_all(records, frame_of)
             return
         if schema is not self.schema:
@@ -314,18 +317,18 @@ class HistoryWriter:
         for name in names:
             values = [row.get(name) for row in rows]
             if name in self.strings:
-                values = [None if _missing(v) else str(v) for v in values]
+                values = [None if is_missing(v) else str(v) for v in values]
             field = fields.get(name)
             if field is not None and not pa.types.is_null(field.type):
                 try:
-                    arrays[name] = _to_arrow(values, field.type)
+                    arrays[name] = to_arrow(values, field.type)
                     continue
-                except _Unfit:
-                    if not (pa.types.is_integer(field.type) and _all_numbers(values)):
+                except Unfit:
+                    if not (pa.types.is_integer(field.type) and all_numbers(values)):
                         raise
-                    arrays[name] = _to_arrow(values, pa.float64())  # a wider column
+                    arrays[name] = to_arrow(values, pa.float64())  # a wider column
             else:
-                arrays[name] = _infer(values)
+                arrays[name] = infer_array(values)
             if field is None or arrays[name].type != field.type:
                 widened[name] = arrays[name].type
         self.rows_converted += len(rows)
@@ -341,7 +344,7 @@ class HistoryWriter:
         types = {f.name: f.type for f in self.schema}
         for name, new in widened.items():
             types[name] = new
-            self.entries[name] = _pandas_entry(name, new)
+            self.entries[name] = pandas_entry(name, new)
         order = [c for c in LEAD_COLUMNS if c in types] + \
             sorted(c for c in types if c not in LEAD_COLUMNS)
         meta = {**self.meta, "columns": [self.entries[c] for c in order if c in self.entries]}
@@ -399,95 +402,6 @@ class HistoryWriter:
         write_atomic(SweepDir.history_part(dataset, 0, 0),
                      lambda tmp: pq.write_table(schema.empty_table(), tmp),
                      what=f"the schema of {self.dataset.name}")
-
-
-# --- values -> Arrow ------------------------------------------------------------------------
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _all_numbers(values: Iterable[Any]) -> bool:
-    return all(_missing(v) or (isinstance(v, (int, float)) and not isinstance(v, bool))
-               or _is_numpy_number(v) for v in values)
-
-
-def _is_numpy_number(value: Any) -> bool:
-    kind = getattr(getattr(value, "dtype", None), "kind", None)
-    return kind in ("i", "u", "f")
-
-
-def _to_arrow(values: list[Any], type_):
-    """``values`` as an array of ``type_``, converted as pandas converts a column of
-    them; :class:`_Unfit` when they do not fit (a string among numbers)."""
-    import pyarrow as pa
-
-    try:
-        if pa.types.is_integer(type_):
-            out = []
-            for v in values:
-                if _missing(v):
-                    out.append(None)
-                elif isinstance(v, bool) or not (isinstance(v, int) or _is_numpy_number(v)):
-                    raise _Unfit(v)
-                elif float(v) != int(v):
-                    raise _Unfit(v)
-                else:
-                    out.append(int(v))
-            return pa.array(out, type=type_)
-        if pa.types.is_floating(type_):
-            if any(isinstance(v, bool) or not (_missing(v) or isinstance(v, (int, float))
-                                              or _is_numpy_number(v)) for v in values):
-                raise _Unfit(values)
-            return pa.array(values, type=type_, from_pandas=True)
-        if pa.types.is_string(type_) or pa.types.is_large_string(type_):
-            if any(not (_missing(v) or isinstance(v, str)) for v in values):
-                raise _Unfit(values)
-            return pa.array([None if _missing(v) else v for v in values], type=type_)
-        if pa.types.is_boolean(type_):
-            if any(not (_missing(v) or isinstance(v, bool)) for v in values):
-                raise _Unfit(values)
-            return pa.array([None if _missing(v) else bool(v) for v in values], type=type_)
-        return pa.array(values, type=type_, from_pandas=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-        raise _Unfit(exc) from None
-
-
-def _infer(values: list[Any]):
-    """A new column's array, typed as pandas would type it: numbers with gaps are
-    float64, one kind of value keeps its type, mixed kinds do not fit."""
-    import pyarrow as pa
-
-    present = [v for v in values if not _missing(v)]
-    if not present:
-        return pa.nulls(len(values))
-    kinds = {bool if isinstance(v, bool) else float if isinstance(v, (int, float)) or
-             _is_numpy_number(v) else type(v) for v in present}
-    if len(kinds) > 1:
-        raise _Unfit(kinds)
-    kind = kinds.pop()
-    if kind is float:
-        ints = all(isinstance(v, int) or getattr(getattr(v, "dtype", None), "kind", "") in "iu"
-                   for v in present)
-        if ints and len(present) == len(values):
-            return _to_arrow(values, pa.int64())
-        return _to_arrow(values, pa.float64())
-    if kind is bool and len(present) == len(values):
-        return _to_arrow(values, pa.bool_())
-    if kind is str:
-        return _to_arrow(values, pa.string())
-    raise _Unfit(kind)  # bools with gaps, other objects: as pandas would (object column)
-
-
-def _pandas_entry(name: str, type_) -> dict:
-    """pandas' metadata for one column of Arrow type ``type_`` (how it reads back)."""
-    import pyarrow as pa
-
-    table = pa.table({name: pa.array([], type=type_)})
-    back = pa.Table.from_pandas(table.to_pandas(), preserve_index=False)
-    entries = json.loads(back.schema.metadata[b"pandas"])["columns"]
-    return next(e for e in entries if e.get("name") == name)
 
 
 def _short(exc: BaseException | None, limit: int = 160) -> str:

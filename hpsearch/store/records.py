@@ -277,8 +277,8 @@ class TrialRecords:
         checkpoint: str | None = None,
         budget_expired: bool = False,
         returned: bool = False,
-    ) -> None:
-        """End a trial's row.
+    ) -> str:
+        """End a trial's row; returns its status (an ended row keeps the one it has).
 
         Args:
             errored: Its code raised.
@@ -289,7 +289,7 @@ class TrialRecords:
                 if it never reported the objective metric, it failed.
         """
         if self._ended(trial_id):
-            return
+            return self.trials[trial_id]["status"]
         row = self.trials.setdefault(trial_id, {"trial_id": trial_id})
         self.touch(trial_id)
         if returned and not errored and not row.get("objective_reported"):
@@ -299,10 +299,43 @@ class TrialRecords:
             stopped_early=bool(row.get("stopped_early")) if returned else None,
         )
         row["ended_at"] = time.time()
-        if error:
-            row["error"] = error
-        if checkpoint and not row.get("checkpoint"):
-            row["checkpoint"] = checkpoint
+        self.annotate(trial_id, error=error, checkpoint=checkpoint)
+        return row["status"]
+
+    def annotate(self, trial_id: str, *, error: str | None = None,
+                 checkpoint: str | None = None) -> None:
+        """Add what was learnt after a row's end: its error's last line, its checkpoint
+        (each only if the row has none yet)."""
+        row = self.trials.get(trial_id)
+        if row is None:
+            return
+        for key, value in (("error", error), ("checkpoint", checkpoint)):
+            if value and not row.get(key):
+                row[key] = value
+                self.touch(trial_id)
+
+    def end_as_recorded(self, trial_id: str, *, params: Mapping[str, Any], status: str,
+                        optuna_trial: int, values: Mapping[int, float],
+                        final_value: float | None = None) -> None:
+        """End a row as the study recorded the trial's end: a driver killed after the
+        study knew it and before the tables were written. ``values`` are the study's
+        intermediate values (``{step: value}``); the row's best and final values come from
+        them (a ``completed`` trial's final value is the study's value)."""
+        row = self.trials.get(trial_id)
+        if row is None:
+            row = self.trials[trial_id] = {"trial_id": trial_id}
+            row.update({p.name: params.get(p.name) for p in self.spec.params})
+        self.touch(trial_id)
+        steps = sorted(values)
+        if final_value is None and steps:
+            final_value = values[steps[-1]]
+        best = self.spec.objective.best(values.values())
+        row.update(status=status, optuna_trial=optuna_trial, ended_at=time.time())
+        if final_value is not None:
+            row["final_value"] = final_value
+            row["objective_reported"] = True
+        if self.spec.objective.better(best, row.get("best_value")):
+            row["best_value"] = best
 
     def link_optuna(self, trial_id: str, number: int) -> None:
         """The Optuna trial (its number in the study) that proposed this trial."""
@@ -319,9 +352,7 @@ class TrialRecords:
         proposed but never started (the sweep ended first), or started under a driver that
         was killed before the table was written (its reports are in the study only).
 
-        A row the table has but never ended (the killed driver wrote its start, not its
-        reports) is ended as ``stopped`` here, so that a resume keeps it
-        (:meth:`forget_unfinished_except` drops unfinished rows without reports)."""
+        A row the table has but never ended is ended as ``stopped`` here."""
         row = self.trials.get(trial_id)
         if row is not None:
             if row.get("status", st.RUNNING) in st.UNFINISHED:
@@ -376,36 +407,6 @@ class TrialRecords:
         for tid, row in self.trials.items():
             if tid in last:
                 row["last"] = last[tid]
-
-    def stop_unfinished(self) -> list[str]:
-        """End every trial still running as ``stopped``: the sweep ended around it (time
-        budget, all-failed stop) and Tune calls no callback for those."""
-        unfinished = self.unfinished()
-        for tid in unfinished:
-            self.end(tid, budget_expired=True)
-        return unfinished
-
-    def forget_unfinished_except(self, known: set[str]) -> list[str]:
-        """Settle unfinished trials Tune does not know (resume): a driver that died after
-        starting them but before saving Tune's state took them with it.
-
-        One that reported is kept, ended as ``stopped`` with its reports (the Optuna study
-        holds those reports too, and Optuna cannot forget them). One that never reported is
-        dropped, and a new trial takes its place. Returns the ids dropped.
-        """
-        lost = [tid for tid in self.unfinished() if tid not in known]
-        for tid in [t for t in lost if self.trials[t].get("last")]:
-            self.trials[tid].update(status=st.STOPPED, ended_at=time.time())
-            self.touch(tid)
-        lost = [tid for tid in lost if not self.trials[tid].get("last")]
-        if lost:
-            self.version += 1
-            self.rewrites += 1
-            for tid in lost:
-                del self.trials[tid]
-            self.history = [h for h in self.history if h["trial_id"] not in lost]
-            self._seen_steps = {k for k in self._seen_steps if k[0] not in lost}
-        return lost
 
     # --- questions -----------------------------------------------------------------------
 

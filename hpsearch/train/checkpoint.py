@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import random
 import tempfile
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
 
-__all__ = ["CHECKPOINT_FILE", "FORMAT_VERSION", "discard", "save", "load", "rng_state",
+__all__ = ["CHECKPOINT_FILE", "FORMAT_VERSION", "discard", "plain", "save", "load", "rng_state",
            "set_rng_state"]
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -44,7 +44,7 @@ def save(state: dict[str, Any], directory: str | None = None) -> str:
 def discard(directory: str) -> None:
     """Delete a temporary checkpoint directory :func:`save` made, and nothing else: the
     path must be a ``hpsearch-ckpt-*`` directory directly in the temporary directory."""
-    from hpsearch.store.layout import remove_inside
+    from hpsearch.fence import remove_inside
 
     parent, name = os.path.split(os.path.normpath(directory))
     if not name.startswith(_TEMP_PREFIX) or os.path.realpath(parent) != os.path.realpath(
@@ -113,3 +113,16 @@ def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
 def _python_random_state() -> tuple[int, list[int], float | None]:
     version, internal, gauss_next = random.getstate()
     return version, list(internal), gauss_next
+
+
+def plain(value: Any) -> Any:
+    """Config values as types ``torch.load(weights_only=True)`` accepts."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):  # before float: np.float64 is a float subclass
+        return value.item()
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return repr(value)

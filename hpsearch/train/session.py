@@ -62,7 +62,7 @@ class LocalSession:
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         """Record ``metrics``; take ownership of ``checkpoint_dir`` (moved under ``root``,
         or deleted when ``root`` is ``None``), then call ``on_report``."""
-        from hpsearch.store.layout import remove_inside
+        from hpsearch.fence import remove_inside
 
         metrics = dict(metrics)
         if checkpoint_dir is not None and self.root is not None:

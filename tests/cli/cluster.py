@@ -112,6 +112,7 @@ def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
     port = port or free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HOME": str(home),
            "HPSEARCH_TEST_CLUSTER": uuid.uuid4().hex}
+    env.pop("RAY_ADDRESS", None)  # the tests' "local" is for drivers, not for nodes
     if token:
         env["RAY_AUTH_MODE"] = "token"
         subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "get-auth-token",

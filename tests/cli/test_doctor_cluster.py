@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from hpsearch.driver.doctor_node import TEST_NODE_STORAGE_ENV
+from hpsearch.driver.cluster.doctor_node import TEST_NODE_STORAGE_ENV
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

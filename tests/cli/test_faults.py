@@ -1,5 +1,6 @@
 """Sweeps survive a killed driver: SIGKILL `hpsearch run` at three moments, then
-`hpsearch resume`, and check that nothing finished was lost or run twice."""
+`hpsearch resume`, and check that nothing finished was lost or run twice, and that the
+trials running at the kill continued from their checkpoints."""
 
 from __future__ import annotations
 
@@ -32,6 +33,31 @@ SPACE = """\
     trials: {num: 6, max_concurrent: 2}
     resources: {workers: 1}
 """
+
+
+def newest_checkpoints(sweep: Path) -> dict[str, int]:
+    """Each trial's newest complete checkpoint step, as on disk now."""
+    out = {}
+    for folder in (sweep / "checkpoints").glob("*"):
+        steps = [int(p.name.split("_")[1]) for p in folder.glob("checkpoint_*")]
+        if steps:
+            out[folder.name] = max(steps)
+    return out
+
+
+def first_steps_of_run(sweep: Path, run: int) -> dict[str, int]:
+    """Each trial's first reported step in run ``run`` of the sweep (Tune's per-run files;
+    the history keeps each step once, so a restart from zero would not show there)."""
+    import csv
+
+    runs = SweepDir(sweep).tune_runs
+    out = {}
+    for progress in runs[run].glob("hpsearch_trial_*/progress.csv"):
+        with open(progress) as f:
+            rows = list(csv.DictReader(f))
+        if rows:
+            out[progress.parent.name.split("_")[2]] = int(rows[0]["step"])
+    return out
 
 
 def start_run(tmp_path: Path, env: dict | None = None) -> subprocess.Popen:
@@ -68,9 +94,8 @@ def resume_and_check(tmp_path: Path, sweep: Path, finished_before, leftover_ray)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     trials = hpsearch.read_trials(sweep).set_index("trial_id")
     assert len(trials) == 6 and trials.index.is_unique
-    # `stopped`: running under the killed driver after Tune's last state save; kept with
-    # its reports (the Optuna study has them too), not rerun
-    assert set(trials.status) <= {"completed", "stopped_by_asha", "stopped"}
+    # trials running at the kill were continued and ended as any trial does
+    assert set(trials.status) <= {"completed", "stopped_by_asha"}, trials.status
     if finished_before is not None:
         for tid, row in finished_before.iterrows():  # ended before the kill: unchanged
             assert trials.loc[tid, "status"] == row.status
@@ -96,23 +121,36 @@ def test_kill_mid_sweep_then_resume(tmp_path, no_ray_running, leftover_ray):
             df = trials_so_far(sweep)
             if df is not None and len(ended(df)) == 6:
                 raise AssertionError("the sweep ended before the kill: lengthen its trials")
-            return df is not None and len(ended(df)) >= 2 and (df.status == "running").any()
+            return df is not None and len(ended(df)) >= 2 and (
+                (df.status == "running") & (df.epochs >= 1)).any()  # with a checkpoint
 
         # The tables are in that state from one trial's end to the next (a second or two)
         wait_until(two_ended_one_running, poll=0.1)
-        finished_before = ended(hpsearch.read_trials(sweep))
+        before = hpsearch.read_trials(sweep)
+        finished_before = ended(before)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         proc.kill()
+    running = set(before.trial_id[before.status == "running"])
+    checkpointed = {t: s for t, s in newest_checkpoints(sweep).items() if t in running}
+    assert checkpointed, "no running trial had a checkpoint at the kill: lengthen the trials"
     resume_and_check(tmp_path, sweep, finished_before, leftover_ray)
+    # Each trial that was running and had a checkpoint continued from it: its first step
+    # in the resumed run is one epoch past a checkpoint at least as new as at the kill.
+    per_epoch = int(hpsearch.read_history(sweep).query("epoch == 1").step.iloc[0])
+    continued = first_steps_of_run(sweep, 1)
+    for trial_id, step in checkpointed.items():
+        assert trial_id in continued, (trial_id, continued)
+        assert continued[trial_id] >= step + per_epoch, (trial_id, continued[trial_id], step)
+        assert continued[trial_id] % per_epoch == 0  # from a checkpoint at an epoch's end
 
 
 def test_kill_before_the_first_report_then_resume(tmp_path, no_ray_running, leftover_ray):
     sweep = tmp_path / "runs" / "faults"
     proc = start_run(tmp_path)
     try:
-        wait_until(lambda: any(SweepDir(sweep).tune.glob("hpsearch_trial_*")))
+        wait_until(lambda: any(sweep.glob("tune-*/hpsearch_trial_*")))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -144,19 +182,37 @@ WORKER_SPACE = """\
 """
 
 
+def workers_of(mark: str) -> list[int]:
+    """The Ray Train worker processes that carry ``mark`` in their environment: this
+    sweep's own, whatever else runs on the machine."""
+    found = []
+    for pid in subprocess.run(["pgrep", "-f", "RayTrainWorker"], capture_output=True,
+                              text=True).stdout.split():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark.encode() in f.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
 def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, no_ray_running):
     import csv
+    import uuid
 
     space = tmp_path / "w.yaml"
     space.write_text(textwrap.dedent(WORKER_SPACE))
+    mark = f"HPSEARCH_TEST_SWEEP={uuid.uuid4().hex}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpsearch", "run", str(space)], cwd=tmp_path,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, mark.split("=")[0]: mark.split("=")[1]},
     )
     sweep = tmp_path / "runs" / "workerkill"
 
     def progress_rows():
-        files = list(SweepDir(sweep).tune.glob("hpsearch_trial_*/progress.csv"))
+        files = list(sweep.glob("tune-*/hpsearch_trial_*/progress.csv"))
         if not files:
             return []
         with open(files[0]) as f:
@@ -164,10 +220,9 @@ def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, no_ra
 
     try:
         wait_until(lambda: len(progress_rows()) >= 2, poll=0.1)
-        workers = subprocess.run(["pgrep", "-f", "RayTrainWorker"], capture_output=True,
-                                 text=True).stdout.split()
-        assert workers, "no Ray Train worker to kill"
-        os.kill(int(workers[-1]), signal.SIGKILL)
+        workers = workers_of(mark)
+        assert len(workers) == 2, f"this trial's two Ray Train workers, found {workers}"
+        os.kill(workers[-1], signal.SIGKILL)
         reported_before = len(progress_rows())
         _, err = proc.communicate(timeout=600)
     finally:

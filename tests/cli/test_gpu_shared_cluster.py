@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 import hpsearch
-from hpsearch.driver.runners import cuda_device_index
+from hpsearch.driver.trials.gpus import cuda_device_index
 from hpsearch.store.layout import SweepDir
 
 from .cluster import ray_cluster
@@ -58,7 +58,7 @@ SAMPLER = """\
 import json, sys, time
 import ray
 from ray.util import placement_group_table
-from hpsearch.driver.ledger import ledger_table
+from hpsearch.driver.limits.ledger import ledger_table
 ray.init(address=sys.argv[1], logging_level="ERROR")
 with open(sys.argv[2], "w") as f:
     while True:

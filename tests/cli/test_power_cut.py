@@ -119,14 +119,14 @@ def test_power_cut_of_the_whole_cluster_then_resume_as_a_job(tmp_path, no_ray_ru
           f"whole test {time.monotonic() - started:.0f} s")
 
     trials = hpsearch.read_trials(sweep).set_index("trial_id")
-    folders = [p.name.split("_")[2] for p in SweepDir(sweep).tune.glob("hpsearch_trial_*")]
+    folders = [p.name.split("_")[2] for p in sweep.glob("tune-*/hpsearch_trial_*")]
     study = open_study(sweep, "powercut")
     story = (f"folders {sorted(folders)}\nrows {trials[['status', 'optuna_trial']]}\n"
              f"study {[(t.number, t.state.name, t.user_attrs.get('trial_id')) for t in study.trials]}"
              f"\nbefore {before[['status']]}\nlogs {logs[-3000:]}")
     assert len(trials) == NUM and trials.index.is_unique, story
-    # `stopped`: running at the cut after Tune's last state save; kept with its reports
-    assert set(trials.status) <= {"completed", "stopped"}, trials.status
+    # the trials running at the cut were continued by the resumed job and completed
+    assert set(trials.status) == {"completed"}, trials.status
     for tid, row in before.iterrows():  # ended before the cut: kept, not run again
         assert trials.loc[tid, "status"] == row.status
         assert trials.loc[tid, "final_value"] == row.final_value
@@ -136,18 +136,17 @@ def test_power_cut_of_the_whole_cluster_then_resume_as_a_job(tmp_path, no_ray_ru
         assert len(history[history.trial_id == tid]) == \
             len(history_before[history_before.trial_id == tid]), tid
     # Every trial Tune ran has its row (none lost), and the study agrees with the tables.
-    assert len(folders) == len(set(folders)) and set(folders) <= set(trials.index), story
+    # A trial continued after the cut has a folder in each run's Tune directory.
+    assert set(folders) <= set(trials.index), story
     assert_study_matches_tables(sweep, "powercut", history_may_lag=True)
     manifest = read_manifest(SweepDir(sweep))
     assert manifest["status"] == "finished" and len(manifest["runs"]) == 2
     # Each row a trial that trained. A row may lack its Tune folder: Tune writes trial
     # folders on the driver's node (/tmp/ray/session_*/artifacts) and copies them into the
-    # sweep every few seconds, so a trial that started and reported after the last copy
-    # has none after the cut. Such a trial trained under the killed driver: its reports
-    # are in the study, and it is `stopped` (seen once in the first runs of this test).
-    # A row whose trial never trained would take a planned trial's place: that must not be.
+    # sweep every few seconds, so a trial that ended after the last copy before the cut
+    # has none. Such a trial trained under the killed driver: its reports are in the
+    # study. A row whose trial never trained would take a planned trial's place.
     trained = {t.user_attrs.get("trial_id") for t in study.trials if t.intermediate_values}
     without_folder = set(trials.index) - set(folders)
     assert without_folder <= trained, f"rows of trials that never trained: " \
         f"{sorted(without_folder - trained)}\n{story}"
-    assert set(trials.loc[sorted(without_folder), "status"]) <= {"stopped"}, story

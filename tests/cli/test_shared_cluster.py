@@ -58,7 +58,7 @@ class ShareSampler(threading.Thread):
             [sys.executable, "-c", textwrap.dedent(f"""
                 import json, sys, time
                 import ray
-                from hpsearch.driver.ledger import ledger_table
+                from hpsearch.driver.limits.ledger import ledger_table
                 from ray.util.state import list_actors
                 ray.init(address={address!r}, logging_level="ERROR")
                 start = time.time()

@@ -55,7 +55,8 @@ def test_ls_prints_a_table_and_the_same_as_json(storage):
     assert lines[0].split() == ["NAME", "STATUS", "TRIALS", "BEST", "WORKER-H", "STARTED",
                                 "ENDED", "BEST", "CONFIG"]
     rows = list_sweeps(storage)
-    for line, row in zip(lines[1:], rows):
+    assert len(rows) == 2 and len(lines) == 1 + len(rows), out.output  # a line per sweep
+    for line, row in zip(lines[1:], rows, strict=True):
         assert line.startswith(row["name"]) and row["status"] in line
         assert f"{row['trials_ended']}/16" in line
         assert f"val_loss {row['best_value']:.4g}" in line

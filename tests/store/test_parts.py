@@ -137,19 +137,6 @@ def test_counts_look_only_at_rows_changed_since_the_last_call():
     assert records.rows_counted <= 2 * 50
 
 
-@pytest.mark.parametrize("order", [[0.5, 2.0, 1.0], [2.0, 0.5, 1.0]])
-def test_milestone_median_reads_each_report_once(order):
-    from hpsearch.driver.budget import MilestoneTimes, first_milestone_seconds
-
-    records = TrialRecords(make_spec())
-    times = MilestoneTimes(records.spec)
-    for i, took in enumerate(order):
-        records.start(f"t{i}", {"lr": 0.01, "precision": "bf16"})
-        records.result(f"t{i}", {"epoch": 1, "time_total_s": took, "val_loss": 0.5})
-        assert times.median(records) == first_milestone_seconds(records.history, records.spec)
-    assert times.rows_read == len(records.history) == 3
-
-
 @pytest.mark.parametrize("mode", ["min", "max"])
 def test_the_pruner_keeps_what_a_full_ranking_keeps_and_ranks_each_ended_trial_once(
         tmp_path, mode):

@@ -171,26 +171,47 @@ def test_ended_trials_outside_the_best_lose_their_checkpoints(tmp_path, mode, ke
     assert len({t for t in "abcde" if checkpoint_dirs(tmp_path, t)}) == 2
 
 
-def test_resume_forgets_unfinished_trials_tune_never_saved():
+def test_a_continued_trial_keeps_its_row_and_adds_only_the_reports_past_its_last(tmp_path):
+    """A resumed sweep continues a trial from its checkpoint: its row is the same row, and
+    a report it makes again (between its checkpoint and the tables' last write) is not
+    written twice."""
     records = TrialRecords(make_spec())
-    feed(records, "a", [0.9, 0.5])
-    records.end("a")
-    feed(records, "lost", [])  # started after Tune's last state save, then the crash
-    feed(records, "kept", [0.7])
-    assert records.forget_unfinished_except({"a", "kept"}) == ["lost"]
-    assert set(records.trials) == {"a", "kept"}
-    feed(records, "lost", [0.8])  # its id may not come back, but if it did it is new again
-    assert len([h for h in records.history if h["trial_id"] == "lost"]) == 1
+    feed(records, "b", [0.9, 0.5])
+    write_tables(records, SweepDir(tmp_path))
+    again = TrialRecords(make_spec())
+    again.load(read_trials(tmp_path).to_dict("records"), read_history(tmp_path).to_dict("records"))
+    started = again.trials["b"]["started_at"]
+    again.start("b", {"lr": 0.01, "precision": "bf16"})
+    for step, loss in ((2, 0.5), (3, 0.4)):  # from its epoch-1 checkpoint
+        again.result("b", {"step": 10 * step, "epoch": step, "val_loss": loss,
+                           "time_total_s": float(step), "training_iteration": step})
+    assert [h["step"] for h in again.history if h["trial_id"] == "b"] == [10, 20, 30]
+    assert again.trials["b"]["started_at"] == started and again.trials["b"]["status"] == "running"
+    assert again.end("b", returned=True) == "completed"  # returned by itself at epoch 3
+    assert again.end("b", errored=True) == "completed"  # an ended row is final
 
 
-def test_resume_keeps_a_lost_trial_that_reported_as_stopped_with_its_reports():
-    # The Optuna study holds its reports, and Optuna cannot forget them: the table keeps
-    # them too, so the two agree trial for trial.
+def test_a_row_ended_from_the_study_takes_its_status_best_and_final_value():
     records = TrialRecords(make_spec())
-    feed(records, "lost", [0.8, 0.6])
-    assert records.forget_unfinished_except(set()) == []
-    assert records.trials["lost"]["status"] == "stopped"
-    assert len([h for h in records.history if h["trial_id"] == "lost"]) == 2
+    feed(records, "a", [0.9])  # the tables saw one report; the study saw three
+    records.end_as_recorded("a", params={"lr": 0.01}, status="completed", optuna_trial=4,
+                            values={1: 0.9, 2: 0.6, 4: 0.7}, final_value=0.7)
+    row = records.trials["a"]
+    assert (row["status"], row["final_value"], row["best_value"], row["optuna_trial"]) == (
+        "completed", 0.7, 0.6, 4)
+    records.end_as_recorded("new", params={"lr": 0.02, "precision": "fp32"},
+                            status="stopped_by_asha", optuna_trial=5, values={1: 1.5})
+    assert records.trials["new"]["final_value"] == 1.5
+    assert records.trials["new"]["precision"] == "fp32" and records.best()["trial_id"] == "a"
+
+
+def test_what_is_learnt_after_an_end_is_added_once():
+    records = TrialRecords(make_spec())
+    feed(records, "e", [0.9])
+    records.end("e", errored=True)
+    records.annotate("e", error="ValueError: x", checkpoint=None)
+    records.annotate("e", error="a later guess")
+    assert records.trials["e"]["error"] == "ValueError: x" and "checkpoint" not in records.trials["e"]
 
 
 def test_a_trial_that_ended_before_the_crash_keeps_its_row_when_tune_replays_it(tmp_path):
@@ -249,8 +270,11 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
             old = records.trials[f"{rng.randrange(i):08x}"]
             old["checkpoint"] = None
             records.touch(old["trial_id"])
-        if i % 17 == 16:  # a resume drops unfinished rows that never reported
-            records.forget_unfinished_except(set())
+        if i % 17 == 16 and records.unfinished():  # a resume ends a row as the study did
+            tid = records.unfinished()[0]
+            records.end_as_recorded(tid, params={}, status="stopped_by_asha",
+                                    optuna_trial=records.trials[tid]["optuna_trial"],
+                                    values={1: 0.25, 2: 0.5})
         if i == 30:  # a resume: the rows read back (times as Timestamps), a new writer
             from hpsearch.store.tables import load_tables
 
@@ -297,8 +321,8 @@ def test_a_value_its_column_does_not_hold_goes_through_pandas(tmp_path):
 def test_every_trial_column_has_a_type_for_the_fast_write():
     # A column without one silently sends every write back through pandas.
     from hpsearch.space.spec import TRIAL_COLUMNS
-    from hpsearch.store import tables
+    from hpsearch.store.tables import frames
 
-    typed = (tables._FLOAT_COLUMNS + tables._INT_COLUMNS + tables._STRING_COLUMNS
-             + tables._TIME_COLUMNS)
+    typed = (frames._FLOAT_COLUMNS + frames._INT_COLUMNS + frames._STRING_COLUMNS
+             + frames._TIME_COLUMNS)
     assert sorted(typed) == sorted(TRIAL_COLUMNS)

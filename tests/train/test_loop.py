@@ -256,7 +256,7 @@ def test_loop_calls_set_epoch_on_the_training_set_before_each_epoch():
 def test_epoch_batches_follow_distributed_sampler_order(n, world_size):
     from torch.utils.data import DistributedSampler
 
-    from hpsearch.train.loop import _index_chunks
+    from hpsearch.train.batches import index_chunks
 
     dataset = TensorDataset(torch.zeros(n))
     for rank in range(world_size):
@@ -265,7 +265,7 @@ def test_epoch_batches_follow_distributed_sampler_order(n, world_size):
         for epoch in (0, 3):
             sampler.set_epoch(epoch)
             expected = list(sampler)
-            chunks = _index_chunks(sampler, 2)
+            chunks = index_chunks(sampler, 2)
             got = torch.cat(chunks).tolist() if chunks else []
             assert got == expected[: len(expected) // 2 * 2]
 

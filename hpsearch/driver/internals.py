@@ -1,0 +1,214 @@
+"""Every private Ray and Optuna access hpsearch makes, in one guarded module.
+
+Everything else in hpsearch talks to Ray and Optuna through their public APIs. What is
+left here has no public form:
+
+==================================  ====================================================
+:func:`reap_orphan_placement_groups`  placement groups a dead Ray Train controller left
+                                    holding resources (the GCS placement-group table,
+                                    for its creator fields)
+:func:`gcs_auth_problem`            a cluster that refuses this client's token, found in
+                                    milliseconds (``ray._raylet.GcsClient``)
+:func:`running_local_cluster`       the ``ray start`` cluster on this machine that
+                                    ``ray.init()`` would join (``ray._private.utils``)
+:func:`local_ray_processes`         the daemons of the local instance this driver started,
+                                    so a resume can stop a killed driver's orphans
+                                    (``ray._private.worker``)
+:func:`reopen_trial`                the ``optuna.Trial`` of a running trial a resumed
+                                    sweep continues (``Study._storage``, ``_study_id``)
+==================================  ====================================================
+
+Each access goes through :func:`internal`, which raises one clear line naming the
+versions hpsearch was tested with when an attribute has moved; :func:`version_note` says
+in one line when the installed Ray or Optuna is outside those versions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from hpsearch.errors import HpsearchError
+
+__all__ = ["TESTED_OPTUNA", "TESTED_RAY", "InternalsChanged", "gcs_auth_problem", "internal",
+           "local_ray_processes", "reap_orphan_placement_groups", "reopen_trial",
+           "running_local_cluster", "version_note"]
+
+logger = logging.getLogger(__name__)
+
+#: The Ray and Optuna versions (major.minor) whose internals this module was tested with.
+TESTED_RAY = ("2.55", "2.60")
+TESTED_OPTUNA = ("4.0", "5.0")
+
+
+class InternalsChanged(HpsearchError):
+    """A private Ray or Optuna attribute hpsearch needs is not where it was."""
+
+    exit_code = 2
+
+
+def _minor(version: str) -> tuple[int, int]:
+    parts = (version.split(".") + ["0"])[:2]
+    return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+
+
+def version_note(package: str, version: str) -> str | None:
+    """One line when ``version`` of ``package`` (``ray`` or ``optuna``) is outside the
+    range hpsearch's internals were tested with, else ``None``.
+
+    Example:
+        >>> version_note("ray", "2.58.1") is None, version_note("ray", "2.70.0")[:26]
+        (True, 'hpsearch was tested with R')
+    """
+    low, high = {"ray": TESTED_RAY, "optuna": TESTED_OPTUNA}[package]
+    if _minor(low) <= _minor(version) <= _minor(high):
+        return None
+    return (f"hpsearch was tested with {package.capitalize()} {low}-{high}, not {version}: "
+            f"if a sweep misbehaves, pip install '{package}=={high}.*'")
+
+
+_NOTED: set[str] = set()
+
+
+def internal(obj: Any, path: str, *, what: str, package: str = "ray") -> Any:
+    """``obj.<path>`` for a dotted private path, or :class:`InternalsChanged` saying what
+    needs it and which versions were tested. Notes once per process when the installed
+    version is outside them."""
+    module = __import__(package)
+    if package not in _NOTED:
+        _NOTED.add(package)
+        note = version_note(package, module.__version__)
+        if note:
+            logger.warning(note)
+    try:
+        for part in path.split("."):
+            obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+        return obj
+    except (AttributeError, IndexError, KeyError, TypeError):
+        tested = TESTED_RAY if package == "ray" else TESTED_OPTUNA
+        raise InternalsChanged(
+            f"{what} needs {package.capitalize()}'s internal `{path}`, which "
+            f"{package.capitalize()} {module.__version__} does not have (hpsearch was tested "
+            f"with {tested[0]}-{tested[1]}). Install one of those versions or a newer hpsearch."
+        ) from None
+
+
+# --- placement groups a dead Ray Train controller left behind --------------------------------
+
+
+def reap_orphan_placement_groups() -> list[str]:
+    """Remove this driver's placement groups whose Ray Train controller is dead.
+
+    Ray removes a placement group only when both the actor that created it and its job
+    are dead, and Ray Train's own ``PlacementGroupCleaner`` sees a group only after its
+    worker group started. So a trial whose worker group failed during setup leaves a group
+    that holds its CPUs and GPUs for the rest of the sweep, and later trials wait for them.
+
+    An orphan here: not removed, not detached, created by a real actor (Tune's own groups
+    have a nil creator) that is dead, in this driver's job. Returns the ids removed.
+    """
+    import ray
+    from ray.util.placement_group import PlacementGroup, remove_placement_group
+
+    what = "removing orphaned placement groups"
+    state = internal(__import__("ray._private.state", fromlist=["state"]), "state", what=what)
+    from ray.core.generated import gcs_pb2
+
+    table = gcs_pb2.PlacementGroupTableData
+    nil = ray.ActorID.nil().binary()
+    job = ray.get_runtime_context().get_job_id()
+    removed = []
+    for raw in internal(state, "_connect_and_get_accessor", what=what)().get_placement_group_table():
+        group = table.FromString(raw)
+        if (group.state != table.REMOVED and not group.is_detached
+                and group.creator_actor_id and group.creator_actor_id != nil
+                and group.creator_actor_dead and not group.creator_job_dead
+                and group.creator_job_id.hex() == job):
+            remove_placement_group(PlacementGroup(ray.PlacementGroupID(group.placement_group_id)))
+            removed.append(group.placement_group_id.hex())
+    return removed
+
+
+# --- connecting ---------------------------------------------------------------------------------
+
+
+def gcs_auth_problem(address: str) -> str | None:
+    """The GCS's answer if it refuses this client's token, else ``None``; in milliseconds.
+
+    ``ray.init`` against a cluster that requires a token this client lacks retries for
+    about 20 s and then says only that it failed to connect; the GCS client raises an
+    ``AuthenticationError`` at once."""
+    raylet = __import__("ray._raylet", fromlist=["GcsClient"])
+    client_cls = internal(raylet, "GcsClient", what="checking the cluster's token")
+    auth_error = getattr(__import__("ray.exceptions", fromlist=["x"]), "AuthenticationError",
+                         None)
+    try:
+        client_cls(address=address)
+    except Exception as exc:  # noqa: BLE001 - only an authentication refusal is reported
+        if (auth_error is not None and isinstance(exc, auth_error)) or "InvalidAuthToken" in str(exc):
+            return str(exc).splitlines()[0]
+    return None
+
+
+def running_local_cluster() -> str | None:
+    """The address of a Ray cluster started on this machine with ``ray start``, if one is
+    running now; ``None`` if there is none or Ray's record of it is stale.
+
+    ``ray.init()`` without an address joins the cluster Ray recorded in its temp
+    directory, and retries for minutes when that cluster is gone (a ``ray start --block``
+    that was killed leaves the record)."""
+    import socket
+
+    utils = __import__("ray._private.utils", fromlist=["read_ray_address"])
+    try:
+        address = internal(utils, "read_ray_address", what="connecting")()
+    except OSError:
+        return None
+    if not address or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return address
+    except (OSError, ValueError):
+        return None
+
+
+def local_ray_processes() -> list[dict[str, int]]:
+    """The Ray daemons this driver's local instance started and their agents, identified
+    by pid and start time (:mod:`hpsearch.store.procs`)."""
+    from hpsearch.store import procs
+
+    try:
+        import ray._private.worker as worker
+    except ImportError:
+        return []
+    node = getattr(worker, "_global_node", None)
+    if node is None:
+        return []
+    pids = []
+    for infos in internal(node, "all_processes", what="recording the local Ray").values():
+        for info in infos:
+            if info.process is not None:
+                pids.append(info.process.pid)
+    daemons = [p for p in (procs.identify(pid) for pid in pids) if p]
+    # The raylet's agents (dashboard, runtime env) outlive a killed driver's daemons.
+    return daemons + procs.descendants(pids)
+
+
+# --- Optuna ------------------------------------------------------------------------------------
+
+
+def reopen_trial(study: Any, number: int) -> Any:
+    """The ``optuna.Trial`` of running trial ``number``, to report to and tell.
+
+    A resumed sweep continues its unfinished trials as the same Optuna trials (their
+    parameters and reports are there); Optuna hands out ``Trial`` objects only from
+    ``ask()``, which makes a new trial."""
+    import optuna
+
+    what = "continuing a trial of a resumed sweep"
+    storage = internal(study, "_storage", what=what, package="optuna")
+    study_id = internal(study, "_study_id", what=what, package="optuna")
+    return optuna.trial.Trial(study, storage.get_trial_id_from_study_id_trial_number(
+        study_id, number))

@@ -1,0 +1,194 @@
+"""What a sweep will do, before it does it: slots, rungs and worst-case cost.
+
+Tune does not count Ray Train's workers, so the number of concurrent trials must be
+derived here from the cluster's resources and each trial's demand; otherwise extra trials
+start trainers that wait for workers forever. Pure apart from :func:`local_resources`,
+which reads this machine's CPU/GPU counts the way a local Ray instance would, without
+starting Ray or importing torch. :func:`plan_slots` is tested with hand-made resource
+dicts.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from hpsearch.errors import ClusterError
+from hpsearch.space.spec import Spec
+
+__all__ = ["Plan", "asha_expected_units", "local_resources", "make_plan", "plan_slots",
+           "simulated_asha_units"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    slots: int
+    rungs: tuple[int, ...]
+    demand: Mapping[str, float]
+    cluster: Mapping[str, float]
+    worst_units: float  # worker x time_attr units if every trial runs to max_t
+    asha_units: float  # the same under ASHA, as simulated (asha_expected_units)
+    budget_worker_hours: float | None
+    asha_range: tuple[float, float] | None = None  # 10th-90th percentile of the simulation
+
+    def lines(self, spec: Spec) -> list[str]:
+        unit = spec.scheduler.unit
+        res = spec.resources
+        out = [
+            f"trials       {spec.trials.num}, {self.slots} at once "
+            f"(each: {res.workers} worker(s), {_fmt_used(self.demand)}; cluster: {_fmt_used(self.cluster)})",
+            f"scheduler    {spec.scheduler.type}, max_t {spec.scheduler.max_t} {unit}"
+            + (f", rungs at {unit} {', '.join(map(str, self.rungs))}" if self.rungs else ""),
+            f"worst case   {self.worst_units:g} worker-{unit} "
+            f"({spec.trials.num} trials x {spec.scheduler.max_t} {unit} x {res.workers} workers)",
+        ]
+        if spec.scheduler.type == "asha":
+            spread = ""
+            if self.asha_range is not None and self.asha_range[0] != self.asha_range[1]:
+                spread = f", {self.asha_range[0]:g}-{self.asha_range[1]:g} in 8 of 10 sweeps"
+            out.append(f"with ASHA    ~{self.asha_units:g} worker-{unit}{spread} (more when "
+                       "the search improves as it goes)")
+        if self.budget_worker_hours is not None:
+            out.append(
+                f"time budget  {spec.budget.time_s / 3600:.3g} h -> at most "
+                f"{self.budget_worker_hours:.3g} worker-hours"
+            )
+        return out
+
+
+def _fmt_used(res: Mapping[str, float]) -> str:
+    return ", ".join(f"{v:g} {k}" for k, v in res.items() if k in ("CPU", "GPU") and v)
+
+
+def plan_slots(
+    spec: Spec, cluster: Mapping[str, float], *, requested: int | None = None
+) -> int:
+    """How many trials can run at once on ``cluster`` (Ray resource dict).
+
+    Args:
+        spec: The validated space.
+        cluster: Total resources, e.g. ``ray.cluster_resources()``.
+        requested: An explicit ``max_concurrent`` (flag or file), checked against what fits.
+
+    Raises:
+        ClusterError: Not even one trial fits, or ``requested`` exceeds what fits.
+    """
+    demand = spec.resources.per_trial()
+    fits = min(
+        (math.floor(cluster.get(res, 0.0) / need + 1e-9) for res, need in demand.items() if need),
+        default=0,
+    )
+    if fits < 1:
+        raise ClusterError(
+            f"the cluster cannot fit one trial: each trial needs {_fmt(demand)} "
+            f"({spec.resources.workers} worker(s)), but the cluster has {_fmt(cluster, demand)}. "
+            "Lower resources.workers / cpus_per_worker, set use_gpu: false, "
+            "or connect to a bigger cluster with --address."
+        )
+    fits = min(fits, spec.trials.num)
+    if requested is None and spec.trials.max_concurrent != "auto":
+        requested = int(spec.trials.max_concurrent)
+    if requested is not None:
+        if requested > fits and requested <= spec.trials.num:
+            raise ClusterError(
+                f"max_concurrent {requested} does not fit: {fits} trial(s) of "
+                f"{_fmt(demand)} fit on a cluster with {_fmt(cluster, demand)}. "
+                "Use max_concurrent: auto, or a number <= "
+                f"{fits}."
+            )
+        return max(1, min(requested, fits))
+    return fits
+
+
+def _fmt(resources: Mapping[str, float], only: Mapping[str, float] | None = None) -> str:
+    keys = list(only) if only is not None else ["CPU", "GPU"]
+    return ", ".join(f"{resources.get(k, 0):g} {k}" for k in keys)
+
+
+def asha_expected_units(spec: Spec, *, slots: int = 1, sweeps: int = 200,
+                        seed: int = 0) -> tuple[float, float, float]:
+    """Worker x ``time_attr`` units ASHA spends, as Ray's ASHA really decides.
+
+    ASHA does not stop ``1 - 1/rf`` of the trials at each rung. A trial reaching a rung is
+    compared with the trials recorded there *before* it: the first one always continues,
+    and it is stopped only below the ``1 - 1/rf`` quantile (linear interpolation, as
+    ``numpy.nanpercentile``) of those values. Early trials therefore continue far more
+    often than ``1/rf``. This simulates that rule: ``slots`` trials at once, all at the
+    same speed, each with a random quality that ranks it the same way at every rung (the
+    order a searcher that does not learn would give), over ``sweeps`` random sweeps.
+
+    Returns:
+        ``(mean, 10th percentile, 90th percentile)`` over the simulated sweeps. A searcher
+        that improves as it goes (TPE) sends better trials later, which continue more
+        often, so real sweeps tend towards the upper end.
+    """
+    import random
+
+    rng = random.Random(seed)
+    totals = sorted(
+        simulated_asha_units(spec, [rng.random() for _ in range(spec.trials.num)], slots=slots)
+        for _ in range(sweeps)
+    )
+    mean = sum(totals) / len(totals)
+    return (round(mean, 1), totals[len(totals) // 10], totals[(len(totals) * 9) // 10])
+
+
+def simulated_asha_units(spec: Spec, quality: list[float], *, slots: int = 1) -> float:
+    """Worker x ``time_attr`` units of one simulated ASHA sweep: trial ``i`` has quality
+    ``quality[i]`` (higher is better) at every rung, trials start in order, ``slots`` at
+    once, and each advances one unit per unit of time. The rule is the sweep's own
+    (:class:`~hpsearch.driver.search.rungs.Rungs`)."""
+    import heapq
+
+    from hpsearch.driver.search.rungs import Rungs
+
+    sched = spec.scheduler
+    rungs = Rungs(milestones=sched.rungs(), reduction_factor=sched.reduction_factor, mode="max")
+    milestones = [*rungs.milestones, sched.max_t]
+    n = len(quality)
+    events: list[tuple[float, int, int, float]] = []  # (time, trial, milestone index, start)
+    started, units = 0, 0.0
+    for _ in range(min(max(slots, 1), n)):
+        heapq.heappush(events, (milestones[0], started, 0, 0.0))
+        started += 1
+    while events:
+        now, trial, k, start = heapq.heappop(events)
+        if k < len(rungs.milestones) and not rungs.judge(str(trial), milestones[k], quality[trial]):
+            heapq.heappush(events, (start + milestones[k + 1], trial, k + 1, start))
+            continue
+        units += milestones[k]
+        if started < n:
+            heapq.heappush(events, (now + milestones[0], started, 0, now))
+            started += 1
+    return units * spec.resources.workers
+
+
+def make_plan(spec: Spec, cluster: Mapping[str, float], *, max_concurrent: int | None = None) -> Plan:
+    slots = plan_slots(spec, cluster, requested=max_concurrent)
+    worst = spec.trials.num * spec.scheduler.max_t * spec.resources.workers
+    asha, spread = worst, None
+    if spec.scheduler.type == "asha":
+        asha, low, high = asha_expected_units(spec, slots=slots)
+        spread = (low, high)
+    budget = None
+    if spec.budget.time_s:
+        budget = spec.budget.time_s / 3600 * slots * spec.resources.workers
+    return Plan(slots, spec.scheduler.rungs(), spec.resources.per_trial(), dict(cluster), worst,
+                asha, budget, spread)
+
+
+def local_resources() -> dict[str, float]:
+    """CPUs and GPUs a local Ray instance would see on this machine."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    out = {"CPU": float(cpus or 1)}
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        gpus = len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    else:
+        gpus = len(glob.glob("/dev/nvidia[0-9]*"))
+    if gpus:
+        out["GPU"] = float(gpus)
+    return out

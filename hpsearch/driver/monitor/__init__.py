@@ -1,0 +1,10 @@
+"""What watches a running sweep: Tune callbacks and the sweep's stopper.
+
+============  ==========================================================================
+tables        feeds the records from Tune's events; writes the trial tables
+progress      the live status line, or timestamped lines in a log
+stops         the one stopper: Ctrl-C, all failed, stalled, deadline, time budget
+stall         what a sweep waits for when nothing happens
+housekeeping  leaked placement groups; warm groups beyond the sweep's share
+============  ==========================================================================
+"""

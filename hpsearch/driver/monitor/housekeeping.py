@@ -1,0 +1,75 @@
+"""What a running sweep gives back: leaked placement groups, and warm groups beyond its
+share of a shared cluster."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray.tune import Callback
+
+from hpsearch.driver.search.ids import hpsearch_id
+
+__all__ = ["Housekeeping"]
+
+
+class Housekeeping(Callback):
+    """Keeps a sweep from holding what it does not use.
+
+    * A dead Ray Train controller can leave its placement group holding CPUs and GPUs
+      (:func:`~hpsearch.driver.internals.reap_orphan_placement_groups`): for a runner
+      whose trials run worker groups, the sweep's orphans are removed once a second, and
+      for every runner when a trial fails and when the sweep ends.
+    * A trial Tune ended frees its warm worker group at once (its Tune trial may have been
+      killed before it could say so), and the runner holds no more groups than the
+      sweep's share of the cluster (``admission.share()``).
+
+    Args:
+        runner: The sweep's runner (``uses_worker_groups``, ``trial_ended``, ``set_slots``).
+        admission: The sweep's admission (``share()``).
+        every_s: Seconds between periodic checks.
+    """
+
+    def __init__(self, runner: Any, admission: Any, *, every_s: float = 1.0):
+        self.runner = runner
+        self.admission = admission
+        self.every_s = every_s
+        self.last = 0.0
+        self.slots: int | None = None
+        self.removed: list[str] = []
+
+    def reap(self) -> None:
+        from hpsearch.driver.internals import reap_orphan_placement_groups
+
+        try:
+            self.removed += reap_orphan_placement_groups()
+        except Exception:  # noqa: BLE001 - housekeeping must never end a sweep
+            pass
+
+    def on_step_end(self, iteration, trials, **info):
+        if time.monotonic() - self.last < self.every_s:
+            return
+        self.last = time.monotonic()
+        if self.runner.uses_worker_groups:
+            self.reap()
+        slots = self.admission.share()
+        if slots != self.slots:
+            self.slots = slots
+            try:
+                self.runner.set_slots(slots)
+            except Exception:  # noqa: BLE001 - housekeeping must never end a sweep
+                pass
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.runner.trial_ended(hpsearch_id(trial))
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.runner.trial_ended(hpsearch_id(trial))
+        self.reap()
+
+    def on_experiment_end(self, trials, **info):
+        self.reap()
+
+    def __getstate__(self):
+        # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.
+        return {}

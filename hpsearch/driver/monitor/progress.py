@@ -1,0 +1,131 @@
+"""Progress for people while a sweep runs.
+
+On a terminal: one live line (rich) with counts, the best value and config, elapsed and
+estimated remaining time. Otherwise (logs of overnight runs): plain timestamped lines, one
+per trial event and a heartbeat every ``heartbeat_s``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime
+from typing import TextIO
+
+from ray.tune import Callback
+
+from hpsearch.driver.search.ids import TRIAL_ID_KEY, hpsearch_id
+from hpsearch.space.spec import Spec
+from hpsearch.store import status as st
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.summary import fmt_value, printable, status_line
+
+__all__ = ["ProgressCallback"]
+
+
+class ProgressCallback(Callback):
+    """Progress for people (see the module docstring)."""
+
+    render_every_s = 0.5  # the live line's refresh (rich refreshes twice a second)
+
+    def __init__(self, records: TrialRecords, spec: Spec, *, stream: TextIO | None = None,
+                 heartbeat_s: float = 30.0, live: bool | None = None):
+        self.records = records
+        self.spec = spec
+        self.stream = stream or sys.stdout
+        self.heartbeat_s = heartbeat_s
+        self.t0 = self.last_beat = time.monotonic()
+        self.started_at = time.time()
+        self._want_live = self.stream.isatty() if live is None else live
+        self._live = None
+        self.last_render = 0.0
+
+    def setup(self, **info):
+        # Started here, not in __init__: if building the Tuner fails, no live display is
+        # left running with the cursor hidden.
+        self.t0 = self.last_beat = time.monotonic()
+        self.started_at = time.time()
+        if self._want_live and self.stream is not None:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(self._render(), console=Console(file=self.stream),
+                              refresh_per_second=2)
+            self._live.start()
+
+    def __getstate__(self):
+        # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.
+        return {}
+
+    def _render(self):
+        from rich.text import Text
+
+        return Text(self._status())
+
+    def _status(self) -> str:
+        return status_line(self.records, self.spec, elapsed=time.monotonic() - self.t0,
+                           started_at=self.started_at)
+
+    def log(self, message: str) -> None:
+        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+        if self._live is not None:
+            from rich.markup import escape  # a "[...]" in a value is text, not markup
+
+            self._live.console.print(f"[dim]{stamp}[/dim] {escape(message)}", highlight=False,
+                                     markup=True)
+            self._live.update(self._render())
+        elif self.stream is not None:
+            print(f"{stamp} {message}", file=self.stream, flush=True)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        cfg = ", ".join(f"{k}={fmt_value(v)}" for k, v in trial.config.items()
+                        if k != TRIAL_ID_KEY)
+        trial_id = hpsearch_id(trial)
+        again = " (continued)" if self.records.trials.get(trial_id, {}).get("steps") else ""
+        self.log(f"trial {trial_id} started{again}: {cfg}")
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        trial_id = hpsearch_id(trial)
+        row = self.records.trials.get(trial_id, {})
+        if row.get("status") == st.FAILED:  # ran, but never reported its objective
+            self.log(f"trial {trial_id} failed: {printable(row.get('error'))}")
+            return
+        unit = self.spec.scheduler.time_attr
+        where = (f"after {fmt_value(row.get('wall_s'))} s" if unit == "time"
+                 else f"at {unit} {fmt_value(row.get(unit + 's'))}")
+        self.log(
+            f"trial {trial_id} {row.get('status', 'ended')} {where}: "
+            f"{printable(self.spec.objective.metric)} "
+            f"{fmt_value(row.get('final_value'))} (best {fmt_value(row.get('best_value'))})"
+        )
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        trial_id = hpsearch_id(trial)
+        row = self.records.trials.get(trial_id, {})
+        where = os.path.join(trial.path, "error.txt") if trial.path else "its error.txt"
+        self.log(f"trial {trial_id} failed: {printable(row.get('error') or 'unknown error')} "
+                  f"(traceback: {where})")
+
+    def on_step_end(self, iteration, trials, **info):
+        now = time.monotonic()
+        if self._live is not None:
+            # The status line reads every row (best value, throughput): at the display's
+            # own refresh rate, not at every step of Tune's loop (many a second).
+            if now - self.last_render >= self.render_every_s:
+                self.last_render = now
+                self._live.update(self._render())
+        elif now - self.last_beat >= self.heartbeat_s:
+            self.last_beat = now
+            self.log(self._status())
+
+    def on_experiment_end(self, trials, **info):
+        self.close()
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.stop()
+            self._live = None
+
+

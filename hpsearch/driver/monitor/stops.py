@@ -1,0 +1,86 @@
+"""What ends a whole sweep before its plan is done: one Tune stopper, one reason.
+
+:class:`SweepStopper` is the sweep's only ``Stopper``: Tune asks ``stop_all`` at every
+step, and the first reason that holds ends the run and is kept as :attr:`reason`:
+
+=================  =====================================================================
+``interrupted``    Ctrl-C (:mod:`hpsearch.driver.sweep.interrupt`); running trials stay
+                   unfinished in the record, and ``hpsearch resume`` continues them
+``all_failed``     the first trials to end all failed: the same bug would fail the rest
+``stalled``        nothing started, reported or ended for a long time while resource
+                   requests were pending (:class:`~hpsearch.driver.monitor.stall.StallWatch`)
+``deadline``       ``budget.deadline`` has come
+``time_budget``    ``budget.time`` is spent (counted from this run's start)
+=================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from ray.tune.stopper import Stopper
+
+from hpsearch.store import status as st
+from hpsearch.store.records import TrialRecords
+
+__all__ = ["SweepStopper"]
+
+
+class SweepStopper(Stopper):
+    """Ends the sweep for the first reason that holds (module docstring).
+
+    Args:
+        records: The sweep's records (for the all-failed rule).
+        all_failed_after: How many first trials must all fail to stop.
+        watch: The sweep's stall watch, or ``None``.
+        time_budget_s: ``budget.time`` in seconds, or ``None``.
+        deadline_at: The deadline in epoch seconds, or ``None``.
+        clock: Epoch seconds now (tests pass their own).
+    """
+
+    def __init__(self, records: TrialRecords, *, all_failed_after: int, watch: Any = None,
+                 time_budget_s: float | None = None, deadline_at: float | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.records = records
+        self.all_failed_after = all_failed_after
+        self.watch = watch
+        self.clock = clock
+        self.started = clock()
+        self.budget_ends = self.started + time_budget_s if time_budget_s else None
+        self.deadline_at = deadline_at
+        self.reason: str | None = None
+
+    def interrupt(self) -> None:
+        """Ctrl-C: end the run at Tune's next step, leaving running trials to resume."""
+        self.reason = self.reason or "interrupted"
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        if self.reason is None:
+            self.reason = self._why()
+        return self.reason is not None
+
+    def _why(self) -> str | None:
+        if self.all_failed():
+            return "all_failed"
+        if self.watch is not None and self.watch.should_stop():
+            return "stalled"
+        now = self.clock()
+        if self.deadline_at is not None and now >= self.deadline_at:
+            return "deadline"
+        if self.budget_ends is not None and now >= self.budget_ends:
+            return "time_budget"
+        return None
+
+    def all_failed(self) -> bool:
+        """Whether the first ``all_failed_after`` trials to end all failed."""
+        counts = self.records.counts()  # costs what changed since the last call
+        ended = sum(n for status, n in counts.items() if status in st.ENDED)
+        return ended >= self.all_failed_after and counts.get(st.FAILED, 0) == ended
+
+    def __getstate__(self):
+        # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.
+        return {}

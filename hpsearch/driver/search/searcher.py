@@ -1,0 +1,189 @@
+"""The sweep's searcher: Ray Tune's ``Searcher`` interface over Optuna's ask and tell.
+
+:class:`SweepSearcher` is the one place a trial begins and ends in the record:
+
+* ``suggest`` asks the :class:`~hpsearch.driver.limits.admission.Admission` whether a
+  trial may start now; if so it continues an unfinished trial of the record (a resumed
+  sweep's, under its own hpsearch id and Optuna trial) or asks the study for a new one.
+  The hpsearch id travels in the trial's config (:mod:`~hpsearch.driver.search.ids`).
+* ``on_trial_result`` reports each finite objective at its study step
+  (:func:`~hpsearch.driver.search.study.study_step`), once per step.
+* ``on_trial_complete`` ends the trial's row and tells the study the matching state,
+  then flushes the journal to disk: from then on the trial's result is durable.
+
+:class:`SweepSearch` is the search algorithm Tune runs it in. While the cluster ledger
+holds the sweep below the trials it could run, it tells Tune the search is finished for
+now, so that Tune does not keep an idle trial actor for reuse on resources another sweep
+is waiting for; as soon as the share allows, it is open again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
+
+from hpsearch.driver.search.ids import TRIAL_ID_KEY
+from hpsearch.driver.search.study import RecordedTrial, study_outcome, study_step
+from hpsearch.space.spec import Spec
+from hpsearch.store.records import OBJECTIVE_MISSING, TrialRecords
+
+__all__ = ["SweepSearch", "SweepSearcher"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Live:
+    trial_id: str  # hpsearch's
+    trial: Any  # optuna.Trial
+    steps: set[int] = field(default_factory=set)  # study steps reported
+
+
+class SweepSearcher(Searcher):
+    """Optuna's ask/tell behind Tune's ``Searcher``, for one run of a sweep.
+
+    Args:
+        spec: The sweep's spec: objective, milestones, parameters.
+        study: The sweep's study, with its sampler.
+        records: The sweep's trial records: rows are ended here.
+        admission: Decides whether a trial may start (``decide``, ``held_back``).
+        unfinished: Trials of the record to continue first (a resume).
+        journal: Flushed to disk when a trial ends (``None``: the storage does it).
+        planned_before: The sweep's own trials the study already holds.
+    """
+
+    def __init__(self, spec: Spec, *, study: Any, records: TrialRecords, admission: Any,
+                 unfinished: Sequence[RecordedTrial] = (), journal: Any = None,
+                 planned_before: int = 0):
+        super().__init__(metric=spec.objective.metric, mode=spec.objective.mode)
+        from hpsearch.driver.search.space import define_by_run
+
+        self.spec = spec
+        self.study = study
+        self.records = records
+        self.admission = admission
+        self.journal = journal
+        self.space: Callable[[Any], dict[str, Any]] = define_by_run(spec)
+        self.unfinished = list(unfinished)
+        self.created = planned_before
+        self.live: dict[str, _Live] = {}  # Tune trial id -> the trial it runs
+        s = spec.scheduler
+        self.milestones = (*s.rungs(), s.max_t)
+
+    # --- what Tune asks -------------------------------------------------------------------
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:  # noqa: ANN001
+        return True  # metric, mode and space come from the spec
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        return True  # the admission caps concurrency itself (ConcurrencyLimiter defers)
+
+    def to_start(self) -> int:
+        """Trials this run may still start: unfinished ones to continue, new ones planned."""
+        return len(self.unfinished) + max(0, self.admission.planned - self.created)
+
+    def held_back(self) -> bool:
+        """The ledger keeps this sweep below what it could run while trials of it run."""
+        return bool(self.live) and self.admission.held_back(active=len(self.live),
+                                                            to_start=self.to_start())
+
+    def heartbeat(self) -> None:
+        """Keep the sweep's claim on a shared cluster current (its client reports at most
+        every few seconds): asked at every step of Tune's loop, through :class:`SweepSearch`."""
+        self.admission.cap(active=len(self.live), to_start=self.to_start())
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        verdict = self.admission.decide(active=len(self.live), to_start=self.to_start())
+        if verdict == "wait":
+            return None
+        if verdict == "done":
+            return Searcher.FINISHED
+        live, params = self._continue() if self.unfinished else self._ask(trial_id)
+        self.live[trial_id] = live
+        self.records.link_optuna(live.trial_id, live.trial.number)
+        return {**params, TRIAL_ID_KEY: live.trial_id}
+
+    def _ask(self, trial_id: str) -> tuple[_Live, dict[str, Any]]:
+        trial = self.study.ask()
+        params = self.space(trial)
+        trial.set_user_attr("trial_id", trial_id)
+        self.created += 1
+        return _Live(trial_id, trial), params
+
+    def _continue(self) -> tuple[_Live, dict[str, Any]]:
+        from hpsearch.driver.internals import reopen_trial
+
+        recorded = self.unfinished.pop(0)
+        trial = reopen_trial(self.study, recorded.number)
+        return _Live(recorded.trial_id, trial, set(recorded.intermediate)), dict(recorded.params)
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        live = self.live.get(trial_id)
+        if live is not None:
+            self._report(live, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        live = self.live.pop(trial_id, None)
+        if live is None:
+            return
+        if result:
+            self._report(live, result)  # the last report: Tune sent it nowhere else
+        status = self.records.end(live.trial_id, errored=error, returned=not error)
+        row = self.records.trials[live.trial_id]
+        state, value = study_outcome(status, value=row.get("final_value"),
+                                     has_reports=bool(live.steps))
+        try:
+            live.trial.set_user_attr("status", status)
+            self.study.tell(live.trial, value, state=state, skip_if_finished=True)
+            if self.journal is not None:
+                self.journal.sync()  # the trial's end is durable from here on
+        except Exception as exc:  # noqa: BLE001 - one bad tell must not end the sweep
+            logger.warning("could not tell Optuna how trial %s ended: %s", live.trial_id, exc)
+
+    def _report(self, live: _Live, result: Mapping[str, Any]) -> None:
+        if result.get(OBJECTIVE_MISSING):
+            return
+        try:
+            t = float(result.get(self.spec.scheduler.result_key,
+                                 result.get("training_iteration")))
+            value = float(result.get(self.metric))
+        except (TypeError, ValueError):
+            return
+        if t < 0 or not math.isfinite(value) or not math.isfinite(t):
+            return
+        step = study_step(t, self.milestones, live.steps)
+        if live.steps and step <= max(live.steps):  # repeated (a restarted trial)
+            return
+        live.trial.report(value, step)
+        live.steps.add(step)
+
+    # --- the record is the journal: Tune's saved state holds none of it --------------------
+
+    def save_to_dir(self, checkpoint_dir: str, session_str: str = "default") -> None:
+        return None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.
+        return {"spec": self.spec}
+
+
+class SweepSearch(SearchGenerator):
+    """Tune's search generator over a :class:`SweepSearcher` (and the ``ConcurrencyLimiter``
+    Tune reads its pending-trial count from), finished while the share holds it back."""
+
+    def __init__(self, searcher: SweepSearcher, *, slots: int):
+        super().__init__(ConcurrencyLimiter(searcher, max_concurrent=max(1, slots)))
+        self.sweep_searcher = searcher
+
+    def is_finished(self) -> bool:
+        # Tune asks at least once per step of its loop: the ledger's heartbeat rides on it.
+        self.sweep_searcher.heartbeat()
+        return super().is_finished() or self.sweep_searcher.held_back()
+
+    def save_to_dir(self, dirpath: str, session_str: str) -> None:
+        return None

@@ -1,0 +1,164 @@
+"""Warm start: a new sweep learns from earlier sweeps of the same space.
+
+Before the first suggestion, the trials of the named earlier sweeps (``--warm-start NAME``,
+or ``latest``: the newest earlier sweep in the same storage whose space has the same
+``name:``) are added to the new study, so TPE models them from trial 1:
+
+* a trial that completed goes in ``COMPLETE`` with its value; one ASHA (or a deadline)
+  stopped goes in ``PRUNED`` with its intermediate values, as the study of its own sweep
+  has it (:func:`hpsearch.driver.search.study.study_step`); failed and diverged trials stay out;
+* a trial fits the current space when every parameter the current space searches has a
+  value inside its current range or choices (conditional ones only where their condition
+  holds) and every value the current space fixes is the one it ran with; trials that do
+  not fit are counted and skipped;
+* the best ``search.warm_start_best`` configurations among the completed trials that
+  fit (by their best value) run first (Optuna's
+  ``enqueue_trial``), so last night's winners are measured again under tonight's code.
+
+The sweep's sampler seed is mixed with the sweep's name, so two warm-started nights with
+``seed: 0`` do not draw the same random proposals. The manifest records what was imported.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any, Mapping
+
+from hpsearch.errors import InvalidArgumentError
+from hpsearch.driver.search.space import distributions, inside
+from hpsearch.space.spec import Spec
+from hpsearch.store import status as st
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.tables import python_value
+
+__all__ = ["import_trials", "resolve_sources", "warm_seed"]
+
+#: Statuses whose trials teach the sampler something.
+_IMPORTED = (st.COMPLETED, st.STOPPED_BY_ASHA, st.STOPPED)
+
+
+def resolve_sources(sweep: SweepDir, spec: Spec, names: tuple[str, ...]) -> list[SweepDir]:
+    """The earlier sweeps ``names`` refer to (``latest`` included), without repeats. Call
+    it once ``sweep``'s space and manifest are written (``latest`` is the newest sweep
+    that started before it with the same space ``name:``).
+
+    Raises:
+        InvalidArgumentError: A named sweep does not exist, or names this sweep itself.
+    """
+    from hpsearch.store.listing import find_previous
+
+    out: list[SweepDir] = []
+    for name in names:
+        if name == "latest":
+            found = find_previous(sweep)
+            if found is None:
+                continue  # the first night: nothing to learn from yet
+        else:
+            found = SweepDir.at(sweep.storage, name)
+            if found.path == sweep.path or not found.exists():
+                raise InvalidArgumentError(
+                    f"--warm-start {name!r}: no earlier sweep of that name in {sweep.storage}"
+                    " (hpsearch ls lists them)")
+        if found.path not in [s.path for s in out]:
+            out.append(found)
+    return out
+
+
+def warm_seed(seed: int | None, sweep_name: str) -> int | None:
+    """The seed a warm-started sweep samples with: ``seed`` mixed with the sweep's name."""
+    if seed is None:
+        return None
+    return (seed * 1_000_003 + zlib.crc32(sweep_name.encode())) % 2**32
+
+
+def _fits(spec: Spec, row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The row's parameters as the current space would have sampled them, or ``None``."""
+    params: dict[str, Any] = {}
+    seen = dict(spec.fixed)
+    for p in spec.params:
+        if p.when is not None and not p.when.holds(seen):
+            continue
+        value = python_value(row.get(p.name))
+        if value is None or not inside(p, value):
+            return None
+        params[p.name] = value
+        seen[p.name] = value
+    for key, fixed in spec.fixed.items():
+        ran = python_value(row.get(key)) if key in row else None
+        if ran is not None and ran != fixed:
+            return None
+    return params
+
+
+def import_trials(spec: Spec, study: Any, sources: list[SweepDir]) -> dict[str, Any]:
+    """Add ``sources``' trials that fit ``spec`` to ``study`` and enqueue the best.
+
+    Returns what the manifest records: the sources, trials imported / skipped, and the
+    enqueued configurations.
+    """
+    import optuna
+
+    from hpsearch.driver.search.study import study_outcome, study_step
+    from hpsearch.store.tables import read_history, read_trials
+
+    dists = distributions(spec)
+    s = spec.scheduler
+    milestones = (*s.rungs(), s.max_t) if s.type == "asha" else (s.max_t,)
+    time_key = s.result_key
+    objective = spec.objective
+    summary: dict[str, Any] = {"from": [src.name for src in sources], "imported": 0,
+                               "skipped": 0, "not_fitting": 0, "enqueued": []}
+    candidates: list[tuple[float, dict[str, Any]]] = []
+    for src in sources:
+        trials = read_trials(src)
+        try:
+            history = read_history(src)
+        except Exception:  # noqa: BLE001 - no history: import values only
+            history = None
+        by_trial = {} if history is None else {
+            tid: rows for tid, rows in history.groupby("trial_id", sort=False)}
+        for row in trials.to_dict("records"):
+            status = row.get("status")
+            if status not in _IMPORTED:
+                summary["skipped"] += 1
+                continue
+            params = _fits(spec, row)
+            if params is None:
+                summary["not_fitting"] += 1
+                continue
+            intermediate: dict[int, float] = {}
+            rows = by_trial.get(row["trial_id"])
+            if rows is not None and time_key in rows and objective.metric in rows:
+                for t, value in zip(rows[time_key], rows[objective.metric]):
+                    t, value = python_value(t), python_value(value)
+                    if t is None or value is None or not math.isfinite(float(value)):
+                        continue
+                    step = study_step(float(t), milestones, intermediate)
+                    if not intermediate or step > max(intermediate):
+                        intermediate[step] = float(value)
+            state, value = study_outcome(status, value=python_value(row.get("final_value")),
+                                         has_reports=bool(intermediate))
+            if state == optuna.trial.TrialState.FAIL:
+                summary["skipped"] += 1
+                continue
+            study.add_trial(optuna.trial.create_trial(
+                state=state, value=value, params=params,
+                distributions={k: dists[k] for k in params},
+                intermediate_values=intermediate or None,
+                user_attrs={"warm_start": f"{src.name}/{row['trial_id']}",
+                            "status": status}))
+            summary["imported"] += 1
+            score = objective.score(python_value(row.get("best_value")))
+            if state == optuna.trial.TrialState.COMPLETE and math.isfinite(score):
+                candidates.append((score, params))
+    seen: list[dict[str, Any]] = []
+    for _, params in sorted(candidates, key=lambda c: c[0]):
+        if len(seen) >= spec.search.warm_start_best:
+            break
+        if params in seen:
+            continue
+        study.enqueue_trial(params, user_attrs={"warm_start_rerun": True})
+        seen.append(params)
+    summary["enqueued"] = seen
+    return summary

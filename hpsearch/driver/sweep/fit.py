@@ -1,0 +1,233 @@
+"""One run of a sweep: its plug-ins wired together, a new Tuner, and how the run ends.
+
+Every ``hpsearch run`` and ``hpsearch resume`` builds a fresh Tuner here; nothing of Tune's
+saved state is ever read back (its ``tune-<id>/`` folder is scratch, one per run). The
+sweep's state is handed to the plug-ins that need it:
+
+==============  ==========================================================================
+records         the trial rows and reports: fed by the tables callback, ended by the
+                searcher, marked by ASHA, read by the stopper and the progress line
+study, journal  the record: the searcher asks and tells, the tables writer flushes
+admission       the start rule: the searcher asks it, housekeeping reads the share
+stopper         ends the run: Ctrl-C, all failed, stalled, deadline, time budget
+==============  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from typing import Any, Sequence
+
+from hpsearch.driver.limits.admission import Admission, MilestoneTimes
+from hpsearch.driver.limits.plan import Plan
+from hpsearch.driver.monitor.housekeeping import Housekeeping
+from hpsearch.driver.monitor.progress import ProgressCallback
+from hpsearch.driver.monitor.stall import StallWatch
+from hpsearch.driver.monitor.stops import SweepStopper
+from hpsearch.driver.monitor.tables import TablesCallback
+from hpsearch.driver.search.ids import hpsearch_id
+from hpsearch.driver.search.samplers import make_sampler
+from hpsearch.driver.search.schedulers import make_scheduler, rung_values
+from hpsearch.driver.search.searcher import SweepSearch, SweepSearcher
+from hpsearch.driver.search.study import RecordedTrial, open_study
+from hpsearch.driver.sweep.interrupt import ctrl_c_stops
+from hpsearch.driver.sweep.record import settle
+from hpsearch.driver.sweep.result import Interrupted, SweepResult
+from hpsearch.driver.trials.runners import Runner
+from hpsearch.errors import SweepStalledError
+from hpsearch.space.spec import Spec
+from hpsearch.store import status as st
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.sweeps import end_run
+
+__all__ = ["TENSORBOARD_ENV", "SweepRun", "trial_dirname"]
+
+#: Set to 1 in the driver's environment for Tune's TensorBoard event files in each trial's
+#: folder, as plain Ray Tune writes them.
+TENSORBOARD_ENV = "HPSEARCH_TENSORBOARD"
+
+
+def trial_dirname(trial: Any) -> str:
+    """A Tune trial's folder: named after its hpsearch id (Tune's id for a continued
+    trial is new)."""
+    return f"hpsearch_trial_{hpsearch_id(trial)}_{trial.trial_id}"
+
+
+class SweepRun:
+    """The plug-ins of one run of a sweep, and the run itself (:meth:`fit`).
+
+    Args:
+        spec: The sweep's spec as this run runs it.
+        sweep: Its directory.
+        runner: How its trials run.
+        plan: Its slots and rungs on this cluster.
+        records: The records so far (empty for a new sweep).
+        recorded: The sweep's trials the study holds (:func:`recorded_trials`).
+        unfinished: Those of them to continue first (:func:`~hpsearch.driver.sweep.record.reconcile`).
+        deadline_at: The deadline in epoch seconds, or ``None``.
+        stream: Where progress goes.
+        verbose: Ray's own output too.
+        share: Register with the cluster's ledger (sweeps sharing a cluster).
+    """
+
+    def __init__(self, spec: Spec, sweep: SweepDir, runner: Runner, plan: Plan, *,
+                 records: TrialRecords, recorded: Sequence[RecordedTrial] = (),
+                 unfinished: Sequence[RecordedTrial] = (), deadline_at: float | None = None,
+                 stream: Any, verbose: bool = False, share: bool = True):
+        self.spec, self.sweep, self.runner, self.plan = spec, sweep, runner, plan
+        self.records = records
+        self.verbose = verbose
+        self.study, self.journal = open_study(
+            sweep, direction="minimize" if spec.objective.mode == "min" else "maximize",
+            sampler=make_sampler(_reseeded(spec, len(recorded))))
+        self.admission = Admission(
+            planned=spec.trials.num, slots=plan.slots, deadline_at=deadline_at,
+            first_milestone_s=functools.partial(MilestoneTimes(spec).median, records),
+            ledger=_ledger_client(spec, sweep, plan.slots) if share else None)
+        self.searcher = SweepSearcher(spec, study=self.study, records=records,
+                                      admission=self.admission, unfinished=unfinished,
+                                      journal=self.journal, planned_before=len(recorded))
+        self.scheduler = make_scheduler(spec, records,
+                                        seeded=rung_values(recorded, spec.scheduler.rungs()))
+        self.tables = TablesCallback(records, sweep, journal=self.journal)
+        self.progress = ProgressCallback(records, spec, stream=stream)
+        self.watch = StallWatch(records, self.progress.log)
+        self.stopper = SweepStopper(records, all_failed_after=min(spec.trials.num, 3),
+                                    watch=self.watch, time_budget_s=spec.budget.time_s,
+                                    deadline_at=deadline_at)
+        self.housekeeping = Housekeeping(runner, self.admission)
+
+    def tuner(self) -> Any:
+        """A new Tuner over this run's plug-ins."""
+        from ray import tune
+        from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+        # Tables first: progress reads the records the tables callback has just updated.
+        # Tune's own per-trial files (params.json, result.json, progress.csv) are given
+        # here, because its automatic loggers are off while the sweep runs (_tune_loggers).
+        callbacks = [self.tables, self.progress, self.watch, self.housekeeping,
+                     CSVLoggerCallback(), JsonLoggerCallback()]
+        return tune.Tuner(
+            self.runner.trainable(self.sweep),
+            tune_config=tune.TuneConfig(
+                search_alg=SweepSearch(self.searcher, slots=self.plan.slots),
+                scheduler=self.scheduler, num_samples=-1,  # the admission ends the search
+                reuse_actors=self.runner.reuse_actors, trial_dirname_creator=trial_dirname),
+            run_config=tune.RunConfig(
+                name=SweepDir.new_tune_name(), storage_path=os.fspath(self.sweep.path),
+                callbacks=callbacks, stop=self.stopper, verbose=2 if self.verbose else 0,
+                failure_config=tune.FailureConfig(max_failures=self.runner.tune_max_failures)))
+
+    def fit(self, manifest: dict[str, Any]) -> SweepResult:
+        """Run the sweep to its end; write the tables and the manifest however it ends.
+
+        Raises:
+            Interrupted: Ctrl-C; the tables are written and the sweep can be resumed.
+            SweepStalledError: Nothing could start for a long time; resumable.
+            StorageError: A table could not be written (the last whole copy is on disk).
+        """
+        try:
+            self.runner.open(self.sweep, slots=self.plan.slots)
+            with ctrl_c_stops(self.stopper, say=self.progress.log), _tune_loggers():
+                self.tuner().fit()
+        except KeyboardInterrupt:  # the second Ctrl-C
+            self.stopper.interrupt()
+        finally:
+            self.runner.close()  # warm worker groups go before the tables are written
+            self.progress.close()
+            self.admission.close()  # the share goes back to the other sweeps at once
+        return self._finish(manifest)
+
+    def _finish(self, manifest: dict[str, Any]) -> SweepResult:
+        interrupted = self.stopper.reason == "interrupted"
+        status = "interrupted"
+        try:
+            if not interrupted:  # ended for good: the trials still running are stopped
+                settle(self.study, self.records, journal=self.journal)
+                self.tables.prune()
+            self.tables.flush(force=True)
+        finally:
+            counts = self.records.counts()
+            if not interrupted:
+                status = self._status(counts)
+            end_run(self.sweep, manifest, status=status, counts=counts)
+        if self.tables.storage_error is not None:
+            raise self.tables.storage_error
+        sweep = self.sweep
+        if status == "stalled":
+            raise SweepStalledError(
+                f"the sweep stalled and was stopped: {self.watch.diagnosis}. The tables in "
+                f"{sweep} are up to date; free the resources, then `hpsearch resume "
+                f"{sweep.name} --storage {sweep.storage}`.")
+        if status == "interrupted":
+            raise Interrupted(
+                f"interrupted: the tables in {sweep} are up to date. "
+                f"Continue with `hpsearch resume {sweep.name} --storage {sweep.storage}`.")
+        return SweepResult(sweep.path, status, self.plan, best=self.records.best(),
+                           counts=counts)
+
+    def _status(self, counts: dict[str, int]) -> str:
+        reason = self.stopper.reason
+        if reason == "stalled":
+            return "stalled"
+        if reason == "deadline" or self.admission.refused_for_deadline:
+            return "deadline"
+        if reason == "all_failed":
+            return "all_failed"
+        if not any(counts.get(s) for s in st.WITH_RESULT):
+            return "no_trial_completed"
+        return "finished"
+
+
+def _reseeded(spec: Spec, runs_before: int) -> Spec:
+    """The spec whose sampler continues a sweep that already has ``runs_before`` trials:
+    its seed mixed with that count, so that a resumed sweep's random start-up points are
+    not the first run's again (the sampler's state is not saved)."""
+    from dataclasses import replace
+
+    seed = spec.search.seed
+    if not runs_before or seed is None:
+        return spec
+    return replace(spec, search=replace(spec.search, seed=(seed * 1_000_003 + runs_before) % 2**32))
+
+
+def _ledger_client(spec: Spec, sweep: SweepDir, slots: int) -> Any:
+    """This run's claim on the cluster (:mod:`hpsearch.driver.limits.ledger`)."""
+    import uuid
+
+    from hpsearch.driver.limits.ledger import EXPIRE_S, LedgerClient, SweepClaim
+
+    return LedgerClient(SweepClaim(
+        sweep_id=f"{sweep}#{uuid.uuid4().hex[:8]}", name=sweep.name,
+        demand=spec.resources.per_trial(), want=slots, weight=spec.resources.share,
+        registered=time.time(),
+        expire_s=float(os.environ.get("HPSEARCH_LEDGER_EXPIRE_S", EXPIRE_S))))
+
+
+@contextlib.contextmanager
+def _tune_loggers():
+    """Tune without its automatic loggers while the sweep runs, unless ``TENSORBOARD_ENV``.
+
+    Tune adds a CSV, a JSON and a TensorBoard logger to every run that lacks them. The
+    trial tables hold what the TensorBoard files would (every report, in ``history``), and
+    writing them was the largest cost a sweep of short trials paid per report: 11-12 s of
+    a 2,000-trial sweep's 40-65 s of driver time (``benchmarks/scale.py``, sampled with
+    py-spy). :meth:`SweepRun.tuner` gives the CSV and JSON loggers itself. Tune reads the
+    variable once, as ``fit`` starts, and it is put back as it was after."""
+    key = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+    if os.environ.get(TENSORBOARD_ENV) == "1":
+        yield
+        return
+    before = os.environ.get(key)
+    os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before

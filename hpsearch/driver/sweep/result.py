@@ -1,0 +1,48 @@
+"""What a run of a sweep returns, and how its ending maps to an exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpsearch.errors import HpsearchError
+
+__all__ = ["EXIT_INTERRUPTED", "Interrupted", "SweepResult"]
+
+EXIT_OK, EXIT_NO_TRIAL, EXIT_INTERRUPTED = 0, 3, 130
+
+
+class Interrupted(HpsearchError, KeyboardInterrupt):
+    """Ctrl-C stopped the sweep; the tables are written and it can be resumed.
+
+    Also a ``KeyboardInterrupt``, so that a loop of sweeps or a test session that called
+    the sweep stops too instead of going on to the next one."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+@dataclass
+class SweepResult:
+    """What :func:`hpsearch.run_sweep` and :func:`hpsearch.resume_sweep` return.
+
+    Attributes:
+        sweep_dir: The sweep directory.
+        status: ``finished``, ``deadline`` (the deadline ended it; trials that ran are in
+            the tables), ``no_trial_completed``, ``all_failed``, ``interrupted``,
+            ``stalled`` or ``planned``.
+        plan: Slots, rungs and cost estimate.
+        best: The best trial's row of the trial table (``None`` if none has a value).
+        counts: Trials per status.
+    """
+
+    sweep_dir: Path
+    status: str
+    plan: Any
+    best: dict[str, Any] | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return {"finished": EXIT_OK, "planned": EXIT_OK, "deadline": EXIT_OK,
+                "interrupted": EXIT_INTERRUPTED}.get(self.status, EXIT_NO_TRIAL)

@@ -1,0 +1,50 @@
+"""Trial tables: :class:`TrialRecords` -> ``trials.parquet`` and ``history.parquet``.
+
+The Tune callback writes both tables atomically and durably at a bounded interval and
+when trials end (at once, unless writing would take more than 2% of the driver's time:
+:class:`hpsearch.driver.monitor.tables.TablesCallback`), so a notebook can read them at
+any moment of a sweep. Readers (:func:`read_trials`, :func:`read_history`) import only
+pandas and pyarrow. The schema and the layout are in ``docs/trial-tables.md``.
+
+What a write costs:
+
+* ``trials.parquet`` is one file, converted and replaced whole (atomic rename): one row
+  per trial. The first write converts it through pandas; later ones build the same Arrow
+  table column by column (:class:`TablesWriter`): on a busy 2-core machine, flushes to
+  disk included, 7 ms per write at 300 trials and 16 ms at 2,000, against 21 and 57 ms
+  through pandas.
+* ``history.parquet``, the table that grows (reports x trials), is a directory of parts
+  (:mod:`hpsearch.store.parts`): a write converts and appends only the reports that
+  arrived since the previous one.
+
+A :class:`TablesWriter` holds what is on disk; :func:`write_tables` keeps one per records
+and directory, so every caller of it (the Tune callback, the driver's last write) shares
+it.
+
+============  =========================================================================
+frames        records -> DataFrames with stable column types (the pandas conversion)
+writer        :class:`TablesWriter`, :func:`write_tables`: both tables kept up to date
+readers       :func:`read_trials`, :func:`read_history` for notebooks; cells as Python
+resume        :func:`load_tables`: both tables read back and checked for a resume
+single        the tables of one trial run without a sweep (``hpsearch trial --output``)
+============  =========================================================================
+
+Every name is importable from here, as it was before the module became a package.
+"""
+
+from __future__ import annotations
+
+from hpsearch.store.tables.frames import history_frame, trials_frame
+from hpsearch.store.tables.readers import python_value, read_history, read_trials
+from hpsearch.store.tables.resume import load_tables
+from hpsearch.store.tables.single import prepare_single_trial_dir, write_single_trial
+from hpsearch.store.tables.writer import (
+    TablesWriter,
+    tables_writer,
+    write_parquet_atomic,
+    write_tables,
+)
+
+__all__ = ["TablesWriter", "history_frame", "load_tables", "prepare_single_trial_dir",
+           "python_value", "read_history", "read_trials", "tables_writer", "trials_frame",
+           "write_parquet_atomic", "write_single_trial", "write_tables"]

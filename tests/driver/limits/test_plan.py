@@ -1,0 +1,104 @@
+"""Fitting trials onto a cluster: pure functions over hand-made resource dicts."""
+
+import pytest
+
+from hpsearch.driver.limits.plan import (
+    asha_expected_units, make_plan, plan_slots, simulated_asha_units,
+)
+from hpsearch.errors import ClusterError
+from hpsearch.space.spec import (
+    FloatParam, Objective, Resources, Scheduler, Spec, Trials,
+)
+
+
+def make_spec(*, workers=1, cpus=1.0, gpu=False, gpus=0.0, num=8, max_concurrent="auto",
+              scheduler=None):
+    return Spec(
+        name="t", trainable="digits", objective=Objective("val_loss", "min"),
+        params=(FloatParam("lr", 1e-4, 1e-1, log=True),), fixed={},
+        scheduler=scheduler or Scheduler(max_t=9, grace_period=1, reduction_factor=3),
+        trials=Trials(num=num, max_concurrent=max_concurrent),
+        resources=Resources(workers=workers, use_gpu=gpu, cpus_per_worker=cpus,
+                            gpus_per_worker=gpus),
+    )
+
+
+def test_one_worker_trials_fill_every_cpu():
+    assert plan_slots(make_spec(), {"CPU": 2.0}) == 2
+
+
+def test_multi_worker_trials_count_every_worker():
+    spec = make_spec(workers=2)
+    assert spec.resources.per_trial() == {"CPU": 2}
+    assert plan_slots(spec, {"CPU": 2.0}) == 1
+    assert plan_slots(spec, {"CPU": 5.0}) == 2
+
+
+def test_gpu_trials_are_bounded_by_gpus():
+    spec = make_spec(workers=2, gpu=True, gpus=1)
+    assert plan_slots(spec, {"CPU": 64.0, "GPU": 8.0}) == 4
+
+
+def test_slots_never_exceed_the_number_of_trials():
+    assert plan_slots(make_spec(num=3), {"CPU": 64.0}) == 3
+
+
+def test_cluster_too_small_for_one_trial_names_both_sides():
+    with pytest.raises(ClusterError) as err:
+        plan_slots(make_spec(workers=2, gpu=True, gpus=1), {"CPU": 16.0})
+    msg = str(err.value)
+    assert "2 GPU" in msg and "0 GPU" in msg
+
+
+def test_explicit_max_concurrent_beyond_capacity_is_refused():
+    with pytest.raises(ClusterError, match="does not fit"):
+        plan_slots(make_spec(max_concurrent=4), {"CPU": 2.0})
+    assert plan_slots(make_spec(max_concurrent=1), {"CPU": 2.0}) == 1
+    assert plan_slots(make_spec(), {"CPU": 8.0}, requested=3) == 3
+
+
+def ray_asha_units(spec, quality):
+    """Worker-epochs Ray's own ASHA spends on trials run one after another, each reporting
+    at every epoch the value ``quality`` (higher is better, so mode max)."""
+    from types import SimpleNamespace
+
+    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+    s = spec.scheduler
+    asha = ASHAScheduler(time_attr="epoch", metric="q", mode="max", max_t=s.max_t,
+                         grace_period=s.grace_period, reduction_factor=s.reduction_factor)
+    units = 0
+    for i, q in enumerate(quality):
+        trial = SimpleNamespace(trial_id=str(i))
+        asha.on_trial_add(None, trial)
+        for epoch in range(1, s.max_t + 1):
+            action = asha.on_trial_result(None, trial, {"epoch": epoch, "q": q})
+            if action == TrialScheduler.STOP:
+                break
+        units += epoch
+    return units * spec.resources.workers
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_plans_asha_model_stops_exactly_the_trials_ray_asha_stops(seed):
+    import random
+
+    spec = make_spec(num=24)
+    rng = random.Random(seed)
+    quality = [rng.random() for _ in range(24)]  # 24 distinct values, in a random order
+    assert len(set(quality)) == 24
+    units = simulated_asha_units(spec, quality, slots=1)
+    assert units == ray_asha_units(spec, quality)
+    assert units < 24 * spec.scheduler.max_t  # some trials were stopped early
+
+
+def test_asha_estimate_is_above_the_nominal_rate_as_real_sweeps_were():
+    # 24 trials, rungs 1 and 3 of max_t 9: 1/rf per rung would be 24 x 2.33 = 56 epochs;
+    # ASHA lets early trials through, and real charlm sweeps of this shape ran 78-124.
+    mean, low, high = asha_expected_units(make_spec(num=24))
+    assert 70 <= mean <= 90 and low < mean < high
+    plan = make_plan(make_spec(num=9), {"CPU": 2.0})
+    assert plan.rungs == (1, 3) and plan.worst_units == 81 and plan.slots == 2
+    assert plan.asha_units == asha_expected_units(make_spec(num=9), slots=2)[0]
+
+

@@ -1,0 +1,95 @@
+"""The study and the tables made to agree: on resume (:func:`reconcile`) and at a sweep's
+end (:func:`settle`), with real Optuna studies and real records (no Ray)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from hpsearch.driver.search.study import open_study, recorded_trials
+from hpsearch.driver.sweep.record import reconcile, settle
+from hpsearch.space.spec import FloatParam, Objective, Scheduler, Spec
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.records import TrialRecords
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+SPEC = Spec(name="t", trainable="digits", objective=Objective("val_loss", "min"),
+            params=(FloatParam("lr", 1e-4, 1e-1, log=True),), fixed={},
+            scheduler=Scheduler(type="asha", max_t=9, grace_period=1, reduction_factor=3))
+
+
+def asked(study, trial_id, lr, reports=()):
+    trial = study.ask()
+    trial.suggest_float("lr", 1e-4, 1e-1, log=True) if lr is None else \
+        trial.suggest_float("lr", lr, lr)
+    trial.set_user_attr("trial_id", trial_id)
+    for step, value in reports:
+        trial.report(value, step)
+    return trial
+
+
+@pytest.fixture
+def study(tmp_path):
+    sweep = SweepDir.of(tmp_path / "t")
+    sweep.path.mkdir()
+    return open_study(sweep, direction="minimize")[0]
+
+
+def test_resume_ends_what_the_study_ended_and_continues_what_it_still_runs(study):
+    """The driver was killed after the study knew that `done` completed and `pruned` was
+    stopped, but before the tables said so; `running` was still training."""
+    done = asked(study, "done", 0.01, [(1, 0.9), (9, 0.3)])
+    done.set_user_attr("status", "completed")
+    study.tell(done, 0.3)
+    pruned = asked(study, "pruned", 0.02, [(1, 2.0)])
+    pruned.set_user_attr("status", "stopped_by_asha")
+    study.tell(pruned, state=TrialState.PRUNED)
+    asked(study, "running", 0.03, [(1, 0.8), (2, 0.7)])
+    tables = TrialRecords(SPEC)  # as last written: done and running started, no more
+    tables.start("done", {"lr": 0.01})
+    tables.start("running", {"lr": 0.03})
+
+    unfinished = reconcile(tables, recorded_trials(study))
+
+    assert [t.trial_id for t in unfinished] == ["running"]
+    assert unfinished[0].params == {"lr": 0.03} and unfinished[0].intermediate == {1: 0.8, 2: 0.7}
+    done_row, pruned_row = tables.trials["done"], tables.trials["pruned"]
+    assert (done_row["status"], done_row["final_value"], done_row["best_value"]) == (
+        "completed", 0.3, 0.3)
+    assert (pruned_row["status"], pruned_row["final_value"], pruned_row["lr"]) == (
+        "stopped_by_asha", 2.0, 0.02)  # a row made from the study alone
+    assert tables.trials["running"]["status"] == "running"
+    assert tables.trials["running"]["optuna_trial"] == unfinished[0].number
+
+
+def test_a_sweeps_end_stops_what_still_runs_and_gives_every_study_trial_a_row(study):
+    ran = asked(study, "ran", 0.01, [(1, 1.0)])
+    asked(study, "pending", 0.02)  # asked; the time budget ended the sweep first
+    records = TrialRecords(SPEC)
+    records.start("ran", {"lr": 0.01})
+    records.result("ran", {"epoch": 1, "val_loss": 1.0, "time_total_s": 1.0})
+    told = settle(study, records)
+    assert told == {ran.number: "PRUNED", ran.number + 1: "FAIL"}
+    by_id = {t.trial_id: t for t in recorded_trials(study)}
+    assert (by_id["ran"].state, by_id["ran"].status) == (TrialState.PRUNED, "stopped")
+    assert (by_id["pending"].state, by_id["pending"].status) == (TrialState.FAIL, "stopped")
+    assert records.trials["pending"]["status"] == "stopped"
+    assert records.trials["pending"]["lr"] == 0.02
+    assert records.trials["pending"]["optuna_trial"] == by_id["pending"].number
+    assert settle(study, records) == {}  # settled once
+
+
+def test_an_older_sweeps_sqlite_study_has_its_unlinked_running_trials_failed(tmp_path):
+    sweep = SweepDir.of(tmp_path / "old")
+    sweep.path.mkdir()
+    study = optuna.create_study(study_name="old", storage=sweep.optuna_sqlite_url)
+    study.tell(study.ask(), 1.0)
+    study.ask()  # asked by a driver that then died, before trials carried a trial_id
+    again, journal = open_study(sweep, create=False)
+    assert journal is None  # SQLite writes through itself
+    assert settle(again, TrialRecords(SPEC)) == {1: "FAIL"}
+    states = [t.state for t in optuna.load_study(study_name="old",
+                                                 storage=sweep.optuna_sqlite_url).trials]
+    assert states == [TrialState.COMPLETE, TrialState.FAIL]

@@ -1,0 +1,94 @@
+"""Which GPU a worker trains on, what its reports say about it, and what
+``HPSEARCH_SIMULATE_GPU=1`` changes, without Ray running (the simulated cluster itself is
+in ``test_gpu_simulated.py``)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from hpsearch.driver.cluster.preflight import SIMULATE_GPU_ENV, note_gpu_simulation
+from hpsearch.driver.trials.gpus import (
+    cuda_device_index,
+    require_cuda_if_asked,
+    with_every_workers_gpus,
+)
+from hpsearch.driver.trials.runners import InProcessRunner, TrainRunner, harness_worker_loop
+from hpsearch.space import parse_space
+
+
+def space(**resources) -> dict:
+    return {"name": "g", "trainable": "digits", "objective": {"metric": "val_loss", "mode": "min"},
+            "params": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
+            "resources": {"use_gpu": True, **resources}}
+
+
+@pytest.mark.parametrize("gpu_ids, visible, expected", [
+    ([0], "0", 0),              # a Tune actor holding one GPU sees only it
+    ([3], "2,3", 1),            # Ray Train shows a node's workers all their GPUs
+    (["3"], "2,3", 1),          # ids come as ints or strings
+    ([0], "0", 0),              # two workers sharing GPU 0 (0.5 each): both cuda:0
+    ([2, 3], "0,1,2,3", 2),     # several GPUs per worker: the first one
+    ([], "0,1", None),          # no GPU assigned
+    ([5], "0,1", None),         # CUDA_VISIBLE_DEVICES changed by someone else
+    ([0], None, None),
+])
+def test_a_worker_trains_on_the_gpu_ray_assigned_it(gpu_ids, visible, expected):
+    assert cuda_device_index(gpu_ids, visible) == expected
+
+
+def test_rank_zeros_report_carries_every_workers_gpus_in_rank_order():
+    reports = [{"val_loss": 1.0, "gpu_ids": "2", "cuda_visible_devices": "2,3"},
+               {"val_loss": 1.0, "gpu_ids": "3", "cuda_visible_devices": "2,3"}]
+    first = with_every_workers_gpus(reports)
+    assert first == {"val_loss": 1.0, "gpu_ids": "2;3", "cuda_visible_devices": "2,3;2,3"}
+    assert reports[0]["gpu_ids"] == "2"  # the workers' own reports are left alone
+    assert with_every_workers_gpus([{"val_loss": 1.0}, {"val_loss": 1.0}]) == {
+        "val_loss": 1.0}
+
+
+def test_simulated_gpus_train_on_the_cpu_and_keep_their_reservation(monkeypatch):
+    monkeypatch.setenv(SIMULATE_GPU_ENV, "1")
+    one = InProcessRunner(parse_space(space(gpus_per_worker=0.5)))
+    assert one.simulate_gpu and one.config({"lr": 0.01})["use_gpu"] is False
+    assert one.tune_resources == {"CPU": 1, "GPU": 0.5}
+    require_cuda_if_asked(one.config({"lr": 0.01}))  # no refusal on a CPU torch
+
+    many = TrainRunner(parse_space(space(workers=2)), harness=True, n_workers=2)
+    assert many.simulate_gpu
+    trainer = many.trainer(harness_worker_loop, {"config": many.config({"lr": 0.01})},
+                           run_config=None)
+    assert trainer.backend_config.backend == "gloo"
+    assert trainer.scaling_config.use_gpu is True
+    assert trainer.scaling_config.resources_per_worker == {"CPU": 1, "GPU": 1}
+
+
+def test_without_the_switch_gpu_trials_ask_for_cuda(monkeypatch):
+    monkeypatch.delenv(SIMULATE_GPU_ENV, raising=False)
+    many = TrainRunner(parse_space(space(workers=2)), harness=True, n_workers=2)
+    assert not many.simulate_gpu and many.config({"lr": 0.01})["use_gpu"] is True
+    trainer = many.trainer(harness_worker_loop, {"config": many.config({"lr": 0.01})},
+                           run_config=None)
+    assert trainer.backend_config.backend == "nccl"
+    one = InProcessRunner(parse_space(space()))
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        with pytest.raises(Exception, match="sees no CUDA device"):
+            require_cuda_if_asked(one.config({"lr": 0.01}))
+
+
+def test_every_run_a_simulation_affects_says_so(monkeypatch):
+    manifest = {"runs": [{"command": ["hpsearch", "run"]}]}
+    out = io.StringIO()
+    monkeypatch.setenv(SIMULATE_GPU_ENV, "1")
+    note_gpu_simulation(parse_space(space()), manifest, out)
+    assert "SIMULATED GPUs (HPSEARCH_SIMULATE_GPU=1, for tests)" in out.getvalue()
+    assert manifest["simulated_gpu"] is True and manifest["runs"][-1]["simulated_gpu"] is True
+
+    cpu_sweep = {**space(), "resources": {"use_gpu": False}}
+    untouched = {"runs": [{}]}
+    note_gpu_simulation(parse_space(cpu_sweep), untouched, out)  # nothing simulated
+    monkeypatch.delenv(SIMULATE_GPU_ENV)
+    note_gpu_simulation(parse_space(space()), untouched, out)
+    assert untouched == {"runs": [{}]} and out.getvalue().count("SIMULATED") == 1

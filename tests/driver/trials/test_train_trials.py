@@ -1,0 +1,167 @@
+"""Multi-worker (Ray Train) trials on the shared local Ray instance: a trial that worked is
+never called failed, and every way a trial ends gives its resources back."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import hpsearch
+from hpsearch.driver.sweep.run import run_sweep
+from hpsearch.space import parse_space
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def raw_space(loop: str, *, scheduler: dict, num: int = 2, **fixed) -> dict:
+    return {
+        "name": loop.replace("_", "-"),
+        "trainable": f"tests.driver.trials.raw_loops:{loop}",
+        "objective": {"metric": "val_mse", "mode": "min"},
+        "params": {"lr": {"type": "float", "low": 0.01, "high": 0.1, "log": True}, **fixed},
+        "search": {"algorithm": "random", "seed": 0},
+        "scheduler": scheduler,
+        "trials": {"num": num, "max_failures": 0},
+        "resources": {"workers": 2},
+    }
+
+
+def resources_return_to_baseline(ray, timeout: float = 30.0) -> None:
+    from ray.util import placement_group_table
+
+    total = ray.cluster_resources()
+    deadline = time.monotonic() + timeout
+    while True:
+        groups = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
+        free = ray.available_resources()
+        if not groups and free.get("CPU") == total.get("CPU"):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"resources not given back: free {free} of {total}, "
+                                 f"groups {[(g['name'], g['state']) for g in groups]}")
+        time.sleep(0.5)
+
+
+def test_raw_loop_without_checkpoints_completes_under_fifo(tmp_path, ray_instance):
+    spec = parse_space(raw_space("reports_each_epoch",
+                                 scheduler={"type": "fifo", "max_t": 3}))
+    result = run_sweep(spec, storage=str(tmp_path))
+    trials = hpsearch.read_trials(result.sweep_dir)
+    assert result.status == "finished", trials[["status", "error"]]
+    assert list(trials.status) == ["completed", "completed"]
+    history = hpsearch.read_history(result.sweep_dir)
+    assert sorted(history.groupby("trial_id").epoch.max()) == [3, 3]
+    assert trials.best_value.notna().all()
+    resources_return_to_baseline(ray_instance)
+
+
+def test_raw_loop_that_returns_before_max_t_under_asha_is_completed(tmp_path, ray_instance):
+    spec = parse_space(raw_space(
+        "reports_each_epoch", stop_after=2,
+        scheduler={"type": "asha", "max_t": 4, "grace_period": 1, "reduction_factor": 2}))
+    result = run_sweep(spec, storage=str(tmp_path))
+    trials = hpsearch.read_trials(result.sweep_dir)
+    assert result.status == "finished"
+    # Each trial either ran its 2 epochs and returned (completed) or ASHA stopped it at 1.
+    assert set(trials.status) <= {"completed", "stopped_by_asha"}
+    assert (trials[trials.epochs == 2].status == "completed").all()
+    assert (trials[trials.epochs == 1].status == "stopped_by_asha").all()
+    assert "failed" not in set(trials.status)
+
+
+def test_raw_loop_that_never_reports_the_objective_fails_with_what_it_reported(
+        tmp_path, ray_instance):
+    spec = parse_space(raw_space("reports_other_metrics", num=1,
+                                 scheduler={"type": "fifo", "max_t": 2}))
+    result = run_sweep(spec, storage=str(tmp_path))
+    trials = hpsearch.read_trials(result.sweep_dir)
+    assert list(trials.status) == ["failed"]
+    assert "never reported the objective metric 'val_mse'; it reported: mse" in trials.error[0]
+    assert result.status in ("all_failed", "no_trial_completed")
+
+
+@pytest.mark.parametrize("loop, max_failures, fragment", [
+    ("raises_after_one_report", 0, "user code failed after its first report"),
+    # dies on every attempt, past max_failures: Ray Train's error and what it is about
+    ("worker_dies_before_reporting", 1, "ControllerError: Training failed due to controller "
+                                        "error: The actor died unexpectedly"),
+])
+def test_a_failing_train_trial_fails_and_gives_its_resources_back(tmp_path, ray_instance,
+                                                                  loop, max_failures, fragment):
+    space = raw_space(loop, num=1, scheduler={"type": "fifo", "max_t": 2})
+    space["trials"]["max_failures"] = max_failures
+    result = run_sweep(parse_space(space), storage=str(tmp_path))
+    trials = hpsearch.read_trials(result.sweep_dir)
+    assert list(trials.status) == ["failed"]
+    assert fragment in trials.error[0]
+    resources_return_to_baseline(ray_instance, timeout=15)
+
+
+def test_orphaned_placement_groups_of_a_dead_creator_are_removed(ray_instance):
+    """What a Ray Train controller leaves when its worker group fails during setup: a
+    placement group whose creator died while the sweep (the job) lives on."""
+    from ray.util import placement_group_table
+
+    from hpsearch.driver.internals import reap_orphan_placement_groups
+
+    @ray_instance.remote(num_cpus=0)
+    class Creator:
+        def make(self):
+            from ray.util import placement_group
+
+            group = placement_group([{"CPU": 1}])
+            ray_instance.get(group.ready(), timeout=30)
+            return group.id.hex()
+
+    creator = Creator.remote()
+    group_id = ray_instance.get(creator.make.remote())
+    ray_instance.kill(creator)
+    time.sleep(2)
+    assert placement_group_table()[group_id]["state"] == "CREATED"  # Ray keeps it
+    assert group_id in reap_orphan_placement_groups()
+    resources_return_to_baseline(ray_instance, timeout=15)
+
+
+def test_trial_with_workers_returns_a_raw_loops_reports_without_checkpoints(tmp_path,
+                                                                            ray_instance):
+    from hpsearch.driver.trials.single import run_single, single_config
+
+    spec = parse_space(raw_space("reports_each_epoch", scheduler={"type": "fifo", "max_t": 3}))
+    seen = []
+    reports = run_single(spec, single_config(spec)[0], workers=2, on_report=seen.append)
+    assert [r["epoch"] for r in reports] == [1, 2, 3]
+    assert [r["epoch"] for r in seen] == [1, 2, 3] and "val_mse" in reports[-1]
+
+
+def test_a_sweep_waiting_for_resources_that_never_come_says_why_and_stops(
+        tmp_path, ray_instance, monkeypatch, capsys):
+    """Something outside the sweep holds every CPU: the sweep names what it waits for and
+    what holds it, then stops with its tables written instead of hanging."""
+    from ray.util import placement_group, remove_placement_group
+
+    from hpsearch.errors import SweepStalledError
+
+    monkeypatch.setenv("HPSEARCH_STALL_WARN_S", "4")
+    monkeypatch.setenv("HPSEARCH_STALL_FAIL_S", "12")
+    hog = placement_group([{"CPU": 1}, {"CPU": 1}], name="someone-elses-job")
+    ray_instance.get(hog.ready(), timeout=30)
+    try:
+        spec = parse_space({
+            "name": "starved", "trainable": "digits",
+            "objective": {"metric": "val_loss", "mode": "min"},
+            "params": {"lr": {"type": "float", "low": 0.001, "high": 0.01, "log": True}},
+            "scheduler": {"type": "fifo", "max_t": 1}, "trials": {"num": 2},
+        })
+        start = time.monotonic()
+        with pytest.raises(SweepStalledError) as err:
+            run_sweep(spec, storage=str(tmp_path))
+        assert time.monotonic() - start < 60
+    finally:
+        remove_placement_group(hog)
+    message = str(err.value)
+    assert "wait for 2 CPU" in message and "someone-elses-job (2 CPU)" in message
+    assert "waiting" in capsys.readouterr().out  # the warning came first
+    manifest = (tmp_path / "starved" / "manifest.json").read_text()
+    assert '"status": "stalled"' in manifest
+    resources_return_to_baseline(ray_instance, timeout=15)

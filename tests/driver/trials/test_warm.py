@@ -1,0 +1,102 @@
+"""Warm worker groups (hpsearch/driver/trials/warm.py, pool.py): multi-worker harness trials that reuse
+their DDP workers, trial after trial, without anything of one trial reaching the next."""
+
+from __future__ import annotations
+
+import pytest
+
+import hpsearch
+from hpsearch.space import parse_space
+
+
+def warm_space(**over) -> dict:
+    space = {
+        "name": "warm",
+        "trainable": "digits",
+        "objective": {"metric": "val_loss", "mode": "min"},
+        "params": {"lr": {"type": "float", "low": 1e-3, "high": 3e-2, "log": True},
+                   "batch_size": 64},
+        "search": {"algorithm": "random", "seed": 3},
+        "scheduler": {"type": "asha", "time_attr": "epoch", "max_t": 2, "grace_period": 1,
+                      "reduction_factor": 2},
+        "trials": {"num": 3, "max_concurrent": 1},
+        "resources": {"workers": 2},
+    }
+    space.update(over)
+    return space
+
+
+def test_multi_worker_harness_trials_run_warm_unless_told_not_to():
+    from hpsearch.driver.trials.resolve import resolve_runner
+    from hpsearch.driver.trials.runners import TrainRunner
+    from hpsearch.driver.trials.warm import WarmRunner
+
+    assert type(resolve_runner(parse_space(warm_space()))) is WarmRunner
+    cold = warm_space(resources={"workers": 2, "warm_workers": False})
+    assert type(resolve_runner(parse_space(cold))) is TrainRunner
+    raw = warm_space(trainable="tests.driver.trials.raw_loops:reports_each_epoch")
+    assert type(resolve_runner(parse_space(raw))) is TrainRunner  # calls ray.train itself
+
+
+class _Host:
+    """Stands in for a group's host actor: records what the pool asks of it."""
+
+    def __init__(self, log: list, name: str):
+        self.shutdown = _Call(log, name, "shutdown")
+        self.stop_trial = _Call(log, name, "stop_trial")
+
+
+class _Call:
+    def __init__(self, log: list, name: str, what: str):
+        self.log, self.name, self.what = log, name, what
+
+    def remote(self, *args):
+        self.log.append((self.what, self.name))
+
+
+def test_a_pool_whose_share_shrinks_shuts_idle_groups_now_and_busy_ones_when_free():
+    from hpsearch.driver.trials.pool import WarmPool
+
+    log: list = []
+    pool = WarmPool(runner=None, sweep=None, limit=3)
+    pool.groups = {n: _Host(log, n) for n in ("g0", "g1", "g2")}
+    pool.busy = {"g0": "t0", "g1": "t1"}
+    pool.set_limit(1)  # the ledger gave the slots to another sweep
+    assert log == [("shutdown", "g2")] and set(pool.groups) == {"g0", "g1"}
+    pool.release("t1")  # its trial ended: over the limit, so it goes too
+    assert ("stop_trial", "g1") in log and ("shutdown", "g1") in log
+    assert set(pool.groups) == {"g0"}
+    pool.set_limit(0)
+    assert set(pool.groups) == {"g0"}  # busy: it finishes its trial first
+    pool.release("t0")
+    assert pool.groups == {} and pool.size() == {"groups": 0, "busy": 0, "limit": 0}
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_trial_after_trial_on_a_warm_group_trains_as_if_cold(tmp_path, ray_instance):
+    """Three 2-worker trials on one slot: one group trains them all (the later ones start
+    in a few seconds), ASHA's stops free it for the next trial, and the last trial's
+    reports equal, bit for bit, the same configuration trained on fresh workers."""
+    from hpsearch.driver.trials.single import run_single
+    from hpsearch.driver.sweep.run import run_sweep
+    from tests.driver.trials.test_train_trials import resources_return_to_baseline
+
+    spec = parse_space(warm_space())
+    result = run_sweep(spec, storage=str(tmp_path))
+    assert result.status == "finished"
+    trials = hpsearch.read_trials(result.sweep_dir).sort_values("started_at")
+    assert set(trials.status) <= {"completed", "stopped_by_asha"}, trials[["status", "error"]]
+    assert len(trials) == 3
+    first, later = trials.startup_s.iloc[0], trials.startup_s.iloc[1:]
+    assert first > 3 and (later < 3).all(), list(trials.startup_s)  # the group was reused
+    assert len(list((tmp_path / "warm" / "train").glob("hpsearch-warm-*"))) == 1
+    resources_return_to_baseline(ray_instance, timeout=30)  # the sweep's end removed it
+
+    last = trials.iloc[-1]
+    history = hpsearch.read_history(result.sweep_dir)
+    warm = history[history.trial_id == last.trial_id].sort_values("step")
+    config = spec.trial_config({"lr": last.lr})
+    cold = run_single(spec, config, workers=2)[: len(warm)]
+    for key in ("step", "train_loss", "val_loss", "val_accuracy", "grad_norm"):
+        assert list(warm[key]) == [r[key] for r in cold], key

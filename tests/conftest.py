@@ -54,25 +54,25 @@ def sigint_left_as_it_was():
         pytest.fail(f"the test left a SIGINT handler behind: {after!r} (was {before!r})")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ray_instance():
-    """A local Ray instance started through hpsearch itself, shared by a module's tests
-    and shut down after them (later tests check that they leave Ray alone)."""
+    """The local Ray instance of the in-process tests, started through hpsearch itself on
+    first use and shared by every test that asks for it until a test that needs Ray
+    stopped (``no_ray_running``, a cluster of its own) or the session's end shuts it down:
+    starting Ray costs seconds on 2 cores."""
     import ray
 
     from hpsearch.driver.cluster.connect import connect
 
-    started = not ray.is_initialized()
-    if started:
+    if not ray.is_initialized():
         connect(None)
     yield ray
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture
 def no_ray_running():
-    """For tests that run `hpsearch` in a subprocess: it starts its own Ray instance."""
+    """For tests that run `hpsearch` in a subprocess, or start a cluster of their own: the
+    shared in-process instance is shut down first, and its processes gone."""
     import ray
 
     if ray.is_initialized():
@@ -117,3 +117,11 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that starts Ray is slow too: ``pytest -m "not slow"`` starts no Ray."""
+    unmarked = [item.nodeid for item in items
+                if item.get_closest_marker("ray") and not item.get_closest_marker("slow")]
+    if unmarked:
+        raise pytest.UsageError("marked ray but not slow: " + ", ".join(unmarked))

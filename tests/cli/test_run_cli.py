@@ -56,16 +56,21 @@ def test_unusable_address_is_one_clear_error(tmp_path, address, message):
 @pytest.mark.ray
 @pytest.mark.slow
 def test_quickstart_sweep_from_the_command_line(tmp_path, no_ray_running):
-    result = hpsearch_cmd("run", QUICKSTART, "--trials", "5", cwd=tmp_path)
+    result = hpsearch_cmd("run", QUICKSTART, "--trials", "6", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     sweep = tmp_path / "runs" / "quickstart"
     trials = hpsearch.read_trials(sweep)
-    assert len(trials) == 5 and set(trials.status) <= {"completed", "stopped_by_asha"}
+    assert len(trials) == 6 and set(trials.status) == {"completed", "stopped_by_asha"}
     out = result.stdout
     assert "sweep quickstart: finished" in out
     assert "rerun it:  hpsearch trial" in out and "--set lr=" in out
     assert "Configuration for experiment" not in out  # Ray's own tables stay out by default
-    assert len(assert_study_matches_tables(sweep, "quickstart").trials) == 5
+    # The study holds exactly the table's trials, as they ended: ASHA's stops PRUNED with
+    # their curve, the rest COMPLETE, none FAIL.
+    study = assert_study_matches_tables(sweep, "quickstart")
+    assert len(study.trials) == 6
+    assert {t.state for t in study.trials} == {optuna.trial.TrialState.PRUNED,
+                                               optuna.trial.TrialState.COMPLETE}
 
     # The same name again is refused, pointing at resume.
     again = hpsearch_cmd("run", QUICKSTART, cwd=tmp_path, timeout=120)
@@ -74,7 +79,7 @@ def test_quickstart_sweep_from_the_command_line(tmp_path, no_ray_running):
     listing = hpsearch_cmd("ls", cwd=tmp_path, timeout=120)
     assert listing.returncode == 0
     assert "quickstart" in listing.stdout and "finished" in listing.stdout
-    assert "5/5" in listing.stdout
+    assert "6/6" in listing.stdout
 
     # The printed rerun command works and reproduces the best trial's parameters.
     rerun = next(ln for ln in out.splitlines() if ln.startswith("rerun it:"))

@@ -209,17 +209,3 @@ def write_tables(records: TrialRecords, sweep: SweepDir) -> None:
             call writes what this one could not.
     """
     tables_writer(records, sweep).write(records)
-    _kill_after_writes()
-
-
-# Set only by the fault tests (tests/cli/test_study_fidelity.py): SIGKILL the driver right
-# after its N-th complete write of both tables, a moment when the tables hold every report.
-_KILL_AFTER_WRITES = int(os.environ.get("HPSEARCH_TEST_KILL_AFTER_TABLE_WRITES", "0") or 0)
-_writes = [0]
-
-
-def _kill_after_writes() -> None:
-    if _KILL_AFTER_WRITES:
-        _writes[0] += 1
-        if _writes[0] >= _KILL_AFTER_WRITES:
-            os.kill(os.getpid(), 9)

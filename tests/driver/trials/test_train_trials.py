@@ -14,7 +14,9 @@ from hpsearch.space import parse_space
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def raw_space(loop: str, *, scheduler: dict, num: int = 2, **fixed) -> dict:
+def raw_space(loop: str, *, scheduler: dict, num: int = 2, workers: int = 1, **fixed) -> dict:
+    """A sweep of a raw Ray Train loop: every trial is a Ray Train run (one worker unless
+    the test is about several, so that two trials fit on 2 CPUs at once)."""
     return {
         "name": loop.replace("_", "-"),
         "trainable": f"tests.driver.trials.raw_loops:{loop}",
@@ -23,7 +25,7 @@ def raw_space(loop: str, *, scheduler: dict, num: int = 2, **fixed) -> dict:
         "search": {"algorithm": "random", "seed": 0},
         "scheduler": scheduler,
         "trials": {"num": num, "max_failures": 0},
-        "resources": {"workers": 2},
+        "resources": {"workers": workers},
     }
 
 
@@ -89,7 +91,8 @@ def test_raw_loop_that_never_reports_the_objective_fails_with_what_it_reported(
 ])
 def test_a_failing_train_trial_fails_and_gives_its_resources_back(tmp_path, ray_instance,
                                                                   loop, max_failures, fragment):
-    space = raw_space(loop, num=1, scheduler={"type": "fifo", "max_t": 2})
+    space = raw_space(loop, num=1, scheduler={"type": "fifo", "max_t": 2},
+                      workers=2 if loop == "worker_dies_before_reporting" else 1)
     space["trials"]["max_failures"] = max_failures
     result = run_sweep(parse_space(space), storage=str(tmp_path))
     trials = hpsearch.read_trials(result.sweep_dir)
@@ -127,7 +130,8 @@ def test_trial_with_workers_returns_a_raw_loops_reports_without_checkpoints(tmp_
                                                                             ray_instance):
     from hpsearch.driver.trials.single import run_single, single_config
 
-    spec = parse_space(raw_space("reports_each_epoch", scheduler={"type": "fifo", "max_t": 3}))
+    spec = parse_space(raw_space("reports_each_epoch", scheduler={"type": "fifo", "max_t": 3},
+                                 workers=2))
     seen = []
     reports = run_single(spec, single_config(spec)[0], workers=2, on_report=seen.append)
     assert [r["epoch"] for r in reports] == [1, 2, 3]

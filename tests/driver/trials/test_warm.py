@@ -100,3 +100,24 @@ def test_trial_after_trial_on_a_warm_group_trains_as_if_cold(tmp_path, ray_insta
     cold = run_single(spec, config, workers=2)[: len(warm)]
     for key in ("step", "train_loss", "val_loss", "val_accuracy", "grad_norm"):
         assert list(warm[key]) == [r[key] for r in cold], key
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_trial_that_gets_no_worker_group_in_time_fails_in_one_line(ray_instance, monkeypatch):
+    """A pool held at a share of 0 (another sweep took the cluster and never gave it back)
+    answers every acquire with 'not now': the trial fails after the timeout, saying why,
+    instead of waiting for good."""
+    from hpsearch.driver.trials.pool import WarmPool
+    from hpsearch.driver.trials.warm import ACQUIRE_TIMEOUT_ENV, _acquire
+    from hpsearch.errors import TrainableError
+
+    monkeypatch.setenv(ACQUIRE_TIMEOUT_ENV, "1")
+    pool = ray_instance.remote(num_cpus=0)(WarmPool).remote(None, None, 0)
+    try:
+        with pytest.raises(TrainableError) as failed:
+            _acquire(pool, "t1")
+        assert str(failed.value).splitlines() == [str(failed.value)]
+        assert "no warm worker group became free for trial t1 in 1 s" in str(failed.value)
+    finally:
+        ray_instance.kill(pool)

@@ -17,7 +17,7 @@ import pytest
 import hpsearch
 from hpsearch.store.layout import SweepDir
 
-from .study_check import assert_study_matches_tables
+from .study_check import assert_study_matches_tables, open_study
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -27,7 +27,7 @@ SPACE = """\
     objective: {metric: val_loss, mode: min}
     params:
       lr: {type: float, low: 1.0e-3, high: 3.0e-2, log: true}
-      batch_size: 8
+      batch_size: 4
     search: {algorithm: tpe, seed: 2, n_startup_trials: 3}
     scheduler: {type: asha, time_attr: epoch, max_t: 9, grace_period: 1, reduction_factor: 3}
     trials: {num: 6, max_concurrent: 2}
@@ -113,29 +113,49 @@ def ended(df):
     return df[~df.status.isin(["running", "pending"])].set_index("trial_id")
 
 
+def study_now(sweep: Path):
+    """The sweep's study as the driver has written it so far (the journal is appended to
+    at once: plain Optuna can read it while the driver runs)."""
+    if not (sweep / "optuna.journal").exists():
+        return None
+    try:
+        return open_study(sweep, "faults")
+    except Exception:  # noqa: BLE001 - not created yet
+        return None
+
+
 def test_kill_mid_sweep_then_resume(tmp_path, no_ray_running, leftover_ray):
+    """SIGKILL once the study says two trials have ended and one is running with a
+    checkpoint on disk; the resume finishes the plan, and that trial continues from its
+    checkpoint."""
     sweep = tmp_path / "runs" / "faults"
     proc = start_run(tmp_path)
+    moment = {}
     try:
-        def two_ended_one_running():
-            df = trials_so_far(sweep)
-            if df is not None and len(ended(df)) == 6:
+        def two_ended_one_running_with_a_checkpoint():
+            study = study_now(sweep)
+            if study is None:
+                return False
+            states = [t.state.name for t in study.trials]
+            if states.count("RUNNING") == 0 and len(states) == 6:
                 raise AssertionError("the sweep ended before the kill: lengthen its trials")
-            return df is not None and len(ended(df)) >= 2 and (
-                (df.status == "running") & (df.epochs >= 1)).any()  # with a checkpoint
+            running = {t.user_attrs["trial_id"] for t in study.trials
+                       if t.state.name == "RUNNING" and t.intermediate_values}
+            saved = {t: s for t, s in newest_checkpoints(sweep).items() if t in running}
+            moment.update(saved=saved)
+            return len(states) - states.count("RUNNING") >= 2 and bool(saved)
 
-        # The tables are in that state from one trial's end to the next (a second or two)
-        wait_until(two_ended_one_running, poll=0.1)
-        before = hpsearch.read_trials(sweep)
-        finished_before = ended(before)
+        wait_until(two_ended_one_running_with_a_checkpoint, poll=0.1)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         proc.kill()
-    running = set(before.trial_id[before.status == "running"])
+    before = hpsearch.read_trials(sweep)  # the tables as the killed driver last wrote them
+    study = open_study(sweep, "faults")
+    running = {t.user_attrs["trial_id"] for t in study.trials if t.state.name == "RUNNING"}
     checkpointed = {t: s for t, s in newest_checkpoints(sweep).items() if t in running}
-    assert checkpointed, "no running trial had a checkpoint at the kill: lengthen the trials"
-    resume_and_check(tmp_path, sweep, finished_before, leftover_ray)
+    assert checkpointed, (moment, running)
+    resume_and_check(tmp_path, sweep, ended(before), leftover_ray)
     # Each trial that was running and had a checkpoint continued from it: its first step
     # in the resumed run is one epoch past a checkpoint at least as new as at the kill.
     per_epoch = int(hpsearch.read_history(sweep).query("epoch == 1").step.iloc[0])

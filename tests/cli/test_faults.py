@@ -79,13 +79,6 @@ def wait_until(predicate, timeout: float = 300, poll: float = 0.5) -> None:
     raise AssertionError("condition not reached in time")
 
 
-def trials_so_far(sweep: Path):
-    try:
-        return hpsearch.read_trials(sweep)
-    except Exception:  # noqa: BLE001 - not written yet
-        return None
-
-
 def resume_and_check(tmp_path: Path, sweep: Path, finished_before, leftover_ray) -> None:
     resumed = subprocess.run(
         [sys.executable, "-m", "hpsearch", "resume", "faults"], cwd=tmp_path,
@@ -124,12 +117,28 @@ def study_now(sweep: Path):
         return None
 
 
-def test_kill_mid_sweep_then_resume(tmp_path, no_ray_running, leftover_ray):
-    """SIGKILL once the study says two trials have ended and one is running with a
-    checkpoint on disk; the resume finishes the plan, and that trial continues from its
+def test_a_sweep_killed_twice_finishes_its_plan_and_its_trials_continue(
+        tmp_path, no_ray_running, leftover_ray):
+    """Two SIGKILLs of the driver in one sweep's life, each in a crash window of its own:
+
+    1. in the middle of its first write of the tables, before any trial has reported (a
+       temporary file is left, the real table is not there yet);
+    2. during the resumed run, once the study says two trials have ended and one is
+       running with a checkpoint on disk.
+
+    The second resume finishes the plan: nothing ended is lost or run twice, the study
+    agrees with the tables, and the trial running at the second kill continues from its
     checkpoint."""
     sweep = tmp_path / "runs" / "faults"
-    proc = start_run(tmp_path)
+    first = start_run(tmp_path, env={"HPSEARCH_TEST_KILL_BEFORE_TABLE_REPLACE": "1"})
+    first.wait(timeout=300)
+    assert first.returncode == -signal.SIGKILL
+    assert list(sweep.glob(".trials.parquet.tmp-*")), "the kill did not land mid-write"
+    assert not (sweep / "history.parquet").exists() or hpsearch.read_history(sweep).empty
+
+    resumed = subprocess.Popen([sys.executable, "-m", "hpsearch", "resume", "faults"],
+                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     moment = {}
     try:
         def two_ended_one_running_with_a_checkpoint():
@@ -141,15 +150,15 @@ def test_kill_mid_sweep_then_resume(tmp_path, no_ray_running, leftover_ray):
                 raise AssertionError("the sweep ended before the kill: lengthen its trials")
             running = {t.user_attrs["trial_id"] for t in study.trials
                        if t.state.name == "RUNNING" and t.intermediate_values}
-            saved = {t: s for t, s in newest_checkpoints(sweep).items() if t in running}
-            moment.update(saved=saved)
-            return len(states) - states.count("RUNNING") >= 2 and bool(saved)
+            moment.update(saved={t: s for t, s in newest_checkpoints(sweep).items()
+                                 if t in running})
+            return len(states) - states.count("RUNNING") >= 2 and bool(moment["saved"])
 
         wait_until(two_ended_one_running_with_a_checkpoint, poll=0.1)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        resumed.send_signal(signal.SIGKILL)
+        resumed.wait(timeout=30)
     finally:
-        proc.kill()
+        resumed.kill()
     before = hpsearch.read_trials(sweep)  # the tables as the killed driver last wrote them
     study = open_study(sweep, "faults")
     running = {t.user_attrs["trial_id"] for t in study.trials if t.state.name == "RUNNING"}
@@ -157,35 +166,13 @@ def test_kill_mid_sweep_then_resume(tmp_path, no_ray_running, leftover_ray):
     assert checkpointed, (moment, running)
     resume_and_check(tmp_path, sweep, ended(before), leftover_ray)
     # Each trial that was running and had a checkpoint continued from it: its first step
-    # in the resumed run is one epoch past a checkpoint at least as new as at the kill.
+    # in the last run is one epoch past a checkpoint at least as new as at the kill.
     per_epoch = int(hpsearch.read_history(sweep).query("epoch == 1").step.iloc[0])
-    continued = first_steps_of_run(sweep, 1)
+    continued = first_steps_of_run(sweep, -1)
     for trial_id, step in checkpointed.items():
         assert trial_id in continued, (trial_id, continued)
         assert continued[trial_id] >= step + per_epoch, (trial_id, continued[trial_id], step)
         assert continued[trial_id] % per_epoch == 0  # from a checkpoint at an epoch's end
-
-
-def test_kill_before_the_first_report_then_resume(tmp_path, no_ray_running, leftover_ray):
-    sweep = tmp_path / "runs" / "faults"
-    proc = start_run(tmp_path)
-    try:
-        wait_until(lambda: any(sweep.glob("tune-*/hpsearch_trial_*")))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        proc.kill()
-    assert not (sweep / "history.parquet").exists() or hpsearch.read_history(sweep).empty
-    resume_and_check(tmp_path, sweep, None, leftover_ray)
-
-
-def test_kill_while_writing_a_table_then_resume(tmp_path, no_ray_running, leftover_ray):
-    sweep = tmp_path / "runs" / "faults"
-    proc = start_run(tmp_path, env={"HPSEARCH_TEST_KILL_BEFORE_TABLE_REPLACE": "1"})
-    proc.wait(timeout=300)
-    assert proc.returncode == -signal.SIGKILL
-    assert list(sweep.glob(".trials.parquet.tmp-*")), "the kill did not land mid-write"
-    resume_and_check(tmp_path, sweep, None, leftover_ray)
 
 
 WORKER_SPACE = """\

@@ -94,11 +94,9 @@ def test_notify_fires_when_no_trial_completed_and_keeps_the_exit_code(tmp_path,
 
 def test_notify_fires_on_ctrl_c_and_a_hanging_command_is_stopped(tmp_path, no_ray_running):
     slow = LONG.replace("name: long", "name: slow")
-    proc = hpsearch_run(tmp_path, slow, "--notify", NOTIFY + "; sleep 600")
     env_timeout = {"HPSEARCH_NOTIFY_TIMEOUT_S": "5"}
-    proc.kill()  # restart with the short notify limit
-    proc.wait()
     path = tmp_path / "s.yaml"
+    path.write_text(textwrap.dedent(slow))
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpsearch", "run", str(path), "--notify", NOTIFY + "; sleep 600"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

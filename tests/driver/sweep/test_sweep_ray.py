@@ -49,7 +49,8 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     result = run_sweep(spec, storage=str(tmp_path / "runs"))
     sweep_dir = result.sweep_dir
 
-    # 2-worker trials on 2 CPUs: one slot, so six trials run in six waves.
+    # 2-worker trials on 2 CPUs: one slot, so six trials run in six waves, all on one warm
+    # worker group: only the first trial waited for its workers to start.
     assert result.plan.slots == 1 and result.status == "finished"
     trials = hpsearch.read_trials(sweep_dir)
     history = hpsearch.read_history(sweep_dir)
@@ -58,6 +59,10 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     assert (trials.status == "stopped_by_asha").sum() >= 1
     assert set(trials.precision) == {"fp32", "bf16"}
     assert (trials.worker_s == 2 * trials.wall_s).all()
+    by_start = trials.sort_values("started_at")
+    assert by_start.startup_s.iloc[0] > 3 and (by_start.startup_s.iloc[1:] < 3).all(), \
+        list(by_start.startup_s)
+    assert len(list((sweep_dir / "train").glob("hpsearch-warm-*"))) == 1
 
     # The tables agree with Tune's own record of the experiment.
     analysis = ExperimentAnalysis(str(SweepDir(sweep_dir).tune))
@@ -131,6 +136,17 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
     manifest = (sweep_dir / "manifest.json").read_text()
     assert '"status": "finished"' in manifest
     assert (sweep_dir / "space.yaml").exists()
+
+    # Nothing of one trial reached the next on the warm group: the last trial's reports
+    # equal, bit for bit, the same configuration trained on fresh workers.
+    from hpsearch.driver.trials.single import run_single
+
+    last = by_start.iloc[-1]
+    warm = history[history.trial_id == last.trial_id].sort_values("step")
+    config = spec.trial_config({"lr": last.lr, "precision": last.precision})
+    cold = run_single(spec, config, workers=2)[: len(warm)]
+    for key in ("step", "train_loss", "val_loss", "val_accuracy", "grad_norm"):
+        assert list(warm[key]) == [r[key] for r in cold], key
 
 
 ONE_WORKER_SPACE = """\

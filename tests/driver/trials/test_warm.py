@@ -1,11 +1,11 @@
-"""Warm worker groups (hpsearch/driver/trials/warm.py, pool.py): multi-worker harness trials that reuse
-their DDP workers, trial after trial, without anything of one trial reaching the next."""
+"""Warm worker groups (hpsearch/driver/trials/warm.py, pool.py): multi-worker harness
+trials that reuse their DDP workers, trial after trial, without anything of one trial
+reaching the next (a whole warm sweep: tests/driver/sweep/test_sweep_ray.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-import hpsearch
 from hpsearch.space import parse_space
 
 
@@ -70,36 +70,6 @@ def test_a_pool_whose_share_shrinks_shuts_idle_groups_now_and_busy_ones_when_fre
     assert set(pool.groups) == {"g0"}  # busy: it finishes its trial first
     pool.release("t0")
     assert pool.groups == {} and pool.size() == {"groups": 0, "busy": 0, "limit": 0}
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-def test_trial_after_trial_on_a_warm_group_trains_as_if_cold(tmp_path, ray_instance):
-    """Three 2-worker trials on one slot: one group trains them all (the later ones start
-    in a few seconds), ASHA's stops free it for the next trial, and the last trial's
-    reports equal, bit for bit, the same configuration trained on fresh workers."""
-    from hpsearch.driver.trials.single import run_single
-    from hpsearch.driver.sweep.run import run_sweep
-    from tests.driver.trials.test_train_trials import resources_return_to_baseline
-
-    spec = parse_space(warm_space())
-    result = run_sweep(spec, storage=str(tmp_path))
-    assert result.status == "finished"
-    trials = hpsearch.read_trials(result.sweep_dir).sort_values("started_at")
-    assert set(trials.status) <= {"completed", "stopped_by_asha"}, trials[["status", "error"]]
-    assert len(trials) == 3
-    first, later = trials.startup_s.iloc[0], trials.startup_s.iloc[1:]
-    assert first > 3 and (later < 3).all(), list(trials.startup_s)  # the group was reused
-    assert len(list((tmp_path / "warm" / "train").glob("hpsearch-warm-*"))) == 1
-    resources_return_to_baseline(ray_instance, timeout=30)  # the sweep's end removed it
-
-    last = trials.iloc[-1]
-    history = hpsearch.read_history(result.sweep_dir)
-    warm = history[history.trial_id == last.trial_id].sort_values("step")
-    config = spec.trial_config({"lr": last.lr})
-    cold = run_single(spec, config, workers=2)[: len(warm)]
-    for key in ("step", "train_loss", "val_loss", "val_accuracy", "grad_norm"):
-        assert list(warm[key]) == [r[key] for r in cold], key
 
 
 @pytest.mark.ray

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Literal, Mapping
 
 __all__ = ["KEYS", "PRECISIONS", "HarnessConfig", "Key", "key_problem"]

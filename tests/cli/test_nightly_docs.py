@@ -70,8 +70,14 @@ def test_the_documented_nightly_line_ends_by_its_deadline(tmp_path, no_ray_runni
     sweep = tmp_path / "runs" / name
     assert json.loads((sweep / "manifest.json").read_text())["status"] == "deadline"
     assert (sweep / "report.html").exists()
+    # The deadline stopped the running trials: none is left running, and the sweep ran
+    # fewer trials than planned (they would have needed minutes).
+    trials = hpsearch.read_trials(sweep)
+    assert not trials.status.isin(["running", "pending"]).any() and len(trials) < 8
     alerted = dict(ln.split("=", 1) for ln in (home / "alerted").read_text().splitlines())
     assert alerted["HPSEARCH_SWEEP"] == name and alerted["HPSEARCH_STATUS"] == "deadline"
+    assert alerted["HPSEARCH_REPORT"] == str(sweep / "report.html")
+    assert float(alerted["HPSEARCH_BEST"]) == pytest.approx(trials.best_value.min())
 
 
 def test_the_documented_cluster_line_submits_one_job_with_the_installed_hpsearch(

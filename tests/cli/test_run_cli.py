@@ -108,13 +108,17 @@ SLOW_SPACE = """\
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, no_ray_running):
+    """Ctrl-C once: the trials stop, the tables are written, the notify command still runs
+    (and one that hangs is stopped after HPSEARCH_NOTIFY_TIMEOUT_S), exit 130; then
+    `hpsearch resume` finishes the sweep."""
     space = tmp_path / "slow.yaml"
     space.write_text(textwrap.dedent(SLOW_SPACE))
     sweep = tmp_path / "runs" / "slow"
+    notify = f'env | grep ^HPSEARCH_ | sort > {tmp_path / "notified"}; sleep 600'
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hpsearch", "run", str(space)], cwd=tmp_path,
+        [sys.executable, "-m", "hpsearch", "run", str(space), "--notify", notify], cwd=tmp_path,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "HPSEARCH_NOTIFY_TIMEOUT_S": "5"},
     )
     try:
         deadline = time.monotonic() + 300
@@ -128,11 +132,16 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
                     break
         assert done_before is not None, "no trial completed in time"
         proc.send_signal(signal.SIGINT)
+        pressed = time.monotonic()
         out, err = proc.communicate(timeout=180)
     finally:
         proc.kill()
     assert proc.returncode == 130, out + err
     assert "hpsearch resume slow" in err and "Traceback" not in err
+    assert time.monotonic() - pressed < 120
+    notified = dict(ln.split("=", 1) for ln in (tmp_path / "notified").read_text().splitlines())
+    assert notified["HPSEARCH_STATUS"] == "interrupted" and notified["HPSEARCH_SWEEP"] == "slow"
+    assert "ran past 5 s and was stopped" in err
     interrupted = hpsearch.read_trials(sweep)
     # Ctrl-C came before the sweep finished, and left trials to resume (all six may have
     # started by then: a reused trial actor starts the next trial in milliseconds).

@@ -5,13 +5,10 @@ cluster simulated on this machine (a head and a worker node, 2 CPUs each)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest

@@ -20,7 +20,6 @@ share after :data:`EXPIRE_S` seconds.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping

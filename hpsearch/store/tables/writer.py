@@ -7,7 +7,6 @@ that arrived since the previous write (:class:`hpsearch.store.parts.HistoryWrite
 
 from __future__ import annotations
 
-import os
 import weakref
 from pathlib import Path
 from typing import Any, Mapping

@@ -3,11 +3,9 @@ torch on the CPU. Slow on 2 cores (trial start-up dominates), so few and meaning
 
 from __future__ import annotations
 
-import math
 import textwrap
 
 import optuna
-import pandas as pd
 import pytest
 
 import hpsearch

@@ -193,10 +193,6 @@ class _Window:
     steps: int = 0
     started: float = field(default_factory=time.perf_counter)
 
-    def add(self, loss: torch.Tensor) -> None:
-        self.loss += loss
-        self.steps += 1
-
     def mean(self, world: int) -> float:
         """The mean over every rank's steps: one sync."""
         return global_mean(self.loss, self.steps, world)
@@ -222,10 +218,12 @@ class _Progress:
     last: dict[str, Any] = field(default_factory=dict)  # the last report
     log_rows: list[dict[str, Any]] = field(default_factory=list)  # log_every rows since it
     windows: dict[str, _Window] = field(default_factory=dict)  # report, window, log
+    window_list: tuple[_Window, ...] = ()
 
     def start_windows(self, device: torch.device) -> None:
         self.windows = {k: _Window(torch.zeros((), device=device))
                         for k in ("report", "window", "log")}
+        self.window_list = tuple(self.windows.values())
 
     def take_log(self) -> list[dict[str, Any]]:
         now = time.perf_counter()
@@ -311,10 +309,12 @@ def _step(run: _Run, progress: _Progress, batch: Any) -> tuple[str, ...]:
     run.scaler.step(run.optimizer)
     run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
-    for window in progress.windows.values():
-        window.add(loss.detach())  # stays on the device: no sync per step
+    loss = loss.detach()
+    for window in progress.window_list:  # the sums stay on the device: no sync per step
+        window.loss += loss
+        window.steps += 1
     if progress.first_loss is None:  # one sync, once: the loss before any update counted
-        progress.first_loss = global_mean(loss.detach(), 1, run.world)
+        progress.first_loss = global_mean(loss, 1, run.world)
     return points
 
 

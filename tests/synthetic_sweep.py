@@ -16,7 +16,8 @@ import yaml
 from hpsearch.space import parse_space
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.manifest import new_manifest, write_manifest
-from hpsearch.store.records import TrialRecords, sanitize_report
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.reports import sanitize_report
 from hpsearch.store.tables import write_tables
 
 SPACE = {

@@ -12,149 +12,13 @@ import math
 import time
 from typing import Any, Iterable, Mapping
 
-from hpsearch.space.spec import Objective, Spec
+from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
+from hpsearch.store.reports import (FIRST_STEP_AT, OBJECTIVE_MISSING, epoch_seconds,
+                                    final_status, history_row, is_nan, is_nat, log_rows,
+                                    report_key)
 
-__all__ = ["FIRST_STEP_AT", "OBJECTIVE_MISSING", "TRAIN_LOG", "TUNE_KEYS", "TrialRecords",
-           "final_status", "history_row", "log_rows", "sanitize_report"]
-
-#: Set on a report that lacked the objective metric (it then carries the worst value):
-#: a trial whose every report had it never reported its objective, and fails.
-OBJECTIVE_MISSING = "hpsearch_objective_missing"
-
-#: Report key: the wall clock (epoch seconds) of the trial's first training step, set by
-#: the harness. The row's ``startup_s`` is it minus the row's ``started_at``.
-FIRST_STEP_AT = "first_step_at"
-
-#: Result keys that are Tune bookkeeping rather than training metrics.
-TUNE_KEYS = frozenset(
-    {
-        "config", "date", "done", "experiment_tag", "hostname", "iterations_since_restore",
-        "node_ip", "pid", "should_checkpoint", "time_since_restore", "time_this_iter_s",
-        "timestamp", "timesteps_since_restore", "timesteps_total", "episodes_total",
-        "trial_id", "checkpoint_dir_name", "checkpoint_path", "checkpoint", OBJECTIVE_MISSING,
-        "train_log",
-        FIRST_STEP_AT,
-    }
-)
-
-
-def sanitize_report(metrics: Mapping[str, Any], objective: Objective) -> dict[str, Any]:
-    """Make a report safe for ASHA and Optuna.
-
-    A missing or non-finite objective (a diverged run, an unsupported precision, a raw loop
-    that reports other metrics) becomes the worst value for the mode: Optuna rejects NaN,
-    ASHA's cut-offs ignore it, and a missing key crashes the searcher. A missing one is
-    also marked with :data:`OBJECTIVE_MISSING`, so the trial can be judged by what it
-    really reported.
-    """
-    out = {k: v for k, v in metrics.items() if k != "checkpoint"}
-    value = out.get(objective.metric)
-    if value is None and objective.metric not in out:
-        out[OBJECTIVE_MISSING] = True
-    if not math.isfinite(objective.score(value)):
-        out[objective.metric] = objective.worst
-    return out
-
-
-def history_row(trial_id: str, result: Mapping[str, Any]) -> dict[str, Any]:
-    """One history row: ``trial_id``, ``step``, ``epoch``, ``time_total_s`` and every
-    scalar metric of the report."""
-    row: dict[str, Any] = {"trial_id": trial_id}
-    for key, value in result.items():
-        if key in TUNE_KEYS or not _is_scalar(value):
-            continue
-        row[key] = value
-    row.setdefault("step", result.get("training_iteration"))
-    row.setdefault("epoch", None)
-    row["evaluated"] = True
-    return row
-
-
-#: The harness's ``log_every`` rows, carried by the next report (``hpsearch.train.loop``).
-TRAIN_LOG = "train_log"
-
-
-def log_rows(trial_id: str, result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """History rows of the training metrics logged between two reports (``log_every``):
-    ``evaluated`` is False, and ``time_total_s`` is the report's less each row's age."""
-    logged = result.get(TRAIN_LOG)
-    if not isinstance(logged, list):
-        return []
-    total = result.get("time_total_s")
-    rows = []
-    for entry in logged:
-        if not isinstance(entry, Mapping):
-            continue
-        row: dict[str, Any] = {"trial_id": trial_id}
-        row.update({k: v for k, v in entry.items() if k != "age_s" and _is_scalar(v)})
-        age = entry.get("age_s")
-        row["time_total_s"] = (total - age if isinstance(total, (int, float))
-                               and isinstance(age, (int, float)) else None)
-        row["evaluated"] = False
-        rows.append(row)
-    return rows
-
-
-def final_status(
-    last: Mapping[str, Any] | None,
-    *,
-    spec: Spec,
-    errored: bool = False,
-    finished: bool = True,
-    budget_expired: bool = False,
-    stopped_early: bool | None = None,
-) -> str:
-    """Status of a trial from its last report and how it ended.
-
-    Args:
-        stopped_early: Whether ASHA stopped it at a rung. ``None`` (not known): a trial of
-            an ASHA sweep that ended before ``max_t`` counts as stopped by ASHA.
-    """
-    if errored:
-        return st.FAILED
-    if not finished:
-        return st.RUNNING if last else st.PENDING
-    if not last:  # ended before its first report (budget, stop of the whole sweep)
-        return st.STOPPED
-    reported = last.get("status")
-    if reported in st.FROM_LOOP:
-        return reported
-    reached = last.get(spec.scheduler.result_key)
-    if reached is not None and float(reached) >= spec.scheduler.max_t:
-        return st.COMPLETED
-    if budget_expired:
-        return st.STOPPED
-    if stopped_early is None:
-        stopped_early = spec.scheduler.type == "asha"
-    return st.STOPPED_BY_ASHA if stopped_early else st.COMPLETED
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
-def _is_nat(value: Any) -> bool:
-    """A missing time read back from the trial table (pandas' ``NaT``)."""
-    return hasattr(value, "timestamp") and value != value
-
-
-def _epoch_seconds(value: Any) -> float | None:
-    """A time as epoch seconds: live rows hold floats, rows read back from the trial table
-    hold pandas ``Timestamp``s (kept as they are, so a rewrite keeps them to the ns)."""
-    if value is None or isinstance(value, (int, float)):
-        return value
-    if hasattr(value, "timestamp"):
-        try:
-            return None if value != value else float(value.timestamp())  # NaT != NaT
-        except (TypeError, ValueError, OverflowError):
-            return None
-    return None
-
-
-def _is_nan(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
+__all__ = ["TrialRecords"]
 
 class TrialRecords:
     """Plain per-trial state and history rows, independent of Ray (tested directly).
@@ -257,13 +121,13 @@ class TrialRecords:
         if result.get("checkpoint_path"):
             row["checkpoint"] = result["checkpoint_path"]
         first_step = result.get(FIRST_STEP_AT)
-        started = _epoch_seconds(row.get("started_at"))
+        started = epoch_seconds(row.get("started_at"))
         if "startup_s" not in row and first_step is not None and started:
             # The first attempt's start-up: a restart after a failure keeps it.
             row["startup_s"] = max(0.0, float(first_step) - started)
 
     def _append(self, hist: dict[str, Any]) -> None:
-        key = (hist["trial_id"], hist.get("step"), hist.get("evaluated") is not False)
+        key = report_key(hist)
         if key not in self._seen_steps:  # a restarted trial may repeat a report
             self._seen_steps.add(key)
             self.history.append(hist)
@@ -319,8 +183,13 @@ class TrialRecords:
                         final_value: float | None = None) -> None:
         """End a row as the study recorded the trial's end: a driver killed after the
         study knew it and before the tables were written. ``values`` are the study's
-        intermediate values (``{step: value}``); the row's best and final values come from
-        them (a ``completed`` trial's final value is the study's value)."""
+        intermediate values (``{study step: value}``); the row's best and final values
+        come from them (a ``completed`` trial's final value is the study's value).
+
+        The reports the tables never saw are recovered from the study: a history row for
+        each study step past the trial's last one there, with the objective metric and the
+        scheduler's time attribute only (``from_study`` true), and the row's ``epochs`` or
+        ``steps`` advanced to the last of them."""
         row = self.trials.get(trial_id)
         if row is None:
             row = self.trials[trial_id] = {"trial_id": trial_id}
@@ -330,12 +199,32 @@ class TrialRecords:
         if final_value is None and steps:
             final_value = values[steps[-1]]
         best = self.spec.objective.best(values.values())
+        self._recover_reports(trial_id, row, values)
         row.update(status=status, optuna_trial=optuna_trial, ended_at=time.time())
         if final_value is not None:
             row["final_value"] = final_value
             row["objective_reported"] = True
         if self.spec.objective.better(best, row.get("best_value")):
             row["best_value"] = best
+
+    def _recover_reports(self, trial_id: str, row: dict[str, Any],
+                         values: Mapping[int, float]) -> None:
+        """History rows for the study's reports past the trial's last one in the history
+        (see :meth:`end_as_recorded`)."""
+        key = self.spec.scheduler.result_key
+        seen = [h.get(key) for h in self.history
+                if h["trial_id"] == trial_id and h.get("evaluated") is not False]
+        seen = [float(t) for t in seen if isinstance(t, (int, float)) and math.isfinite(t)]
+        # A study step is the floor of its report's time: a report at 7.4 s is step 7.
+        last = math.floor(max(seen) + 1e-9) if seen else -math.inf
+        lost = [k for k in sorted(values) if k > last]
+        metric = self.spec.objective.metric
+        for k in lost:
+            self._append({"trial_id": trial_id, key: k, metric: values[k], "evaluated": True,
+                          "from_study": True})
+        column = {"epoch": "epochs", "step": "steps"}.get(key)
+        if lost and column:
+            row[column] = lost[-1]
 
     def link_optuna(self, trial_id: str, number: int) -> None:
         """The Optuna trial (its number in the study) that proposed this trial."""
@@ -390,15 +279,15 @@ class TrialRecords:
         self.version += 1
         self.rewrites += 1
         for row in trials:
-            row = {k: v for k, v in row.items() if not _is_nan(v) and not _is_nat(v)}
+            row = {k: v for k, v in row.items() if not is_nan(v) and not is_nat(v)}
             if math.isfinite(self.spec.objective.score(row.get("best_value"))):
                 row["objective_reported"] = True
             self.trials[row["trial_id"]] = row
             self.position(row["trial_id"])
         last: dict[str, dict[str, Any]] = {}
         for row in history:
-            row = {k: v for k, v in row.items() if not _is_nan(v)}
-            key = (row["trial_id"], row.get("step"), row.get("evaluated") is not False)
+            row = {k: v for k, v in row.items() if not is_nan(v)}
+            key = report_key(row)
             if key not in self._seen_steps:
                 self._seen_steps.add(key)
                 self.history.append(row)

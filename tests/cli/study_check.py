@@ -62,7 +62,8 @@ def assert_study_matches_tables(sweep_dir: Path, name: str, *,
     reports of the last seconds before it (written to the study, not yet to the tables)
     may be in the study only. Every history row must still be in the study, at its own
     step or at a milestone it reached (with a report missing before it, the first report
-    the history has past a rung is not the one the study stored there).
+    the history has past a rung is not the one the study stored there), and every trial's
+    last report in the study is in the history.
     """
     trials = hpsearch.read_trials(sweep_dir)
     history = hpsearch.read_history(sweep_dir)
@@ -92,6 +93,11 @@ def assert_study_matches_tables(sweep_dir: Path, name: str, *,
                 steps = {math.floor(t + 1e-9)} | {m for m in milestones if m <= t + 1e-9}
                 assert any(got.get(k) == pytest.approx(value) for k in steps), (
                     row.trial_id, t, value, got)
+            # ... but an ended trial's last report is in the history: one the tables
+            # never saw before the kill was recovered from the study on resume.
+            if got and reports:
+                assert math.floor(reports[-1][0] + 1e-9) == max(got), (
+                    row.trial_id, row.status, reports[-1], got)
         else:
             expected = expected_intermediate(reports, milestones)
             assert got == pytest.approx(expected), (row.trial_id, row.status, got, expected)

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from hpsearch.space.spec import FloatParam, Objective, Scheduler, Spec, Trials
-from hpsearch.store.records import OBJECTIVE_MISSING, TrialRecords, sanitize_report
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.reports import OBJECTIVE_MISSING, sanitize_report
 from hpsearch.store.summary import estimate_remaining, printable
 
 

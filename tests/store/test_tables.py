@@ -9,7 +9,8 @@ import pytest
 from hpsearch.errors import StorageError
 from hpsearch.space.spec import CategoricalParam, FloatParam, Objective, Scheduler, Spec
 from hpsearch.store.layout import SweepDir
-from hpsearch.store.records import TrialRecords, final_status, sanitize_report
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.reports import final_status, sanitize_report
 from hpsearch.store.tables import read_history, read_trials, write_tables
 
 
@@ -203,6 +204,27 @@ def test_a_row_ended_from_the_study_takes_its_status_best_and_final_value():
                             status="stopped_by_asha", optuna_trial=5, values={1: 1.5})
     assert records.trials["new"]["final_value"] == 1.5
     assert records.trials["new"]["precision"] == "fp32" and records.best()["trial_id"] == "a"
+
+
+def test_reports_the_tables_never_saw_are_recovered_from_the_study(tmp_path):
+    """A driver killed after a trial ended and before the tables were written: the resume
+    ends the row from the study, and the history gets the study's later reports, which
+    survive a write and a read (none collapsed into another: they have no step)."""
+    records = TrialRecords(make_spec())
+    feed(records, "a", [0.9, 0.8])  # the tables saw epochs 1-2; the study saw 1-4
+    records.end_as_recorded("a", params={"lr": 0.01}, status="completed", optuna_trial=0,
+                            values={1: 0.9, 2: 0.8, 3: 0.6, 4: 0.7}, final_value=0.7)
+    assert records.trials["a"]["epochs"] == 4
+    write_tables(records, SweepDir(tmp_path))
+    history = read_history(tmp_path)
+    assert list(zip(history.epoch, history.val_loss)) == [(1, 0.9), (2, 0.8), (3, 0.6), (4, 0.7)]
+    assert list(history.from_study.fillna(False)) == [False, False, True, True]
+    assert history.step.isna().tolist() == [False, False, True, True]
+    assert read_trials(tmp_path).set_index("trial_id").loc["a", "epochs"] == 4
+    again = TrialRecords(make_spec())
+    again.load(read_trials(tmp_path).to_dict("records"), history.to_dict("records"))
+    write_tables(again, SweepDir(tmp_path))
+    assert len(read_history(tmp_path)) == 4
 
 
 def test_what_is_learnt_after_an_end_is_added_once():

@@ -29,7 +29,8 @@ from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
 from hpsearch.driver.search.study import RecordedTrial, study_outcome, study_step
 from hpsearch.space.spec import Spec
-from hpsearch.store.records import OBJECTIVE_MISSING, TrialRecords
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.reports import OBJECTIVE_MISSING
 
 __all__ = ["SweepSearch", "SweepSearcher"]
 

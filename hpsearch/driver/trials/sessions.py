@@ -20,7 +20,7 @@ from hpsearch.driver.trials.checkpoints import CheckpointStore
 from hpsearch.driver.trials.gpus import every_workers_gpus, gpu_assignment, with_every_workers_gpus
 from hpsearch.space.spec import Objective
 from hpsearch.store.layout import SweepDir
-from hpsearch.store.records import sanitize_report
+from hpsearch.store.reports import sanitize_report
 
 __all__ = ["ReportLog", "TrainSession", "TrialStopped", "TuneSession", "WarmSession",
            "forward_to_tune", "record_reports", "stop_flag"]

@@ -21,7 +21,8 @@ from hpsearch.driver.search.study import load_sweep_study, open_study, recorded_
 from hpsearch.driver.sweep.record import reconcile
 from hpsearch.space import parse_space
 from hpsearch.store.layout import SweepDir
-from hpsearch.store.records import OBJECTIVE_MISSING, TrialRecords
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.reports import OBJECTIVE_MISSING
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

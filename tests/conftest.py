@@ -1,6 +1,7 @@
-"""Shared fixtures. Ray is heavy on 2 cores: one Ray instance serves every in-process Ray
-test, and no test starts a second one while it runs (two instances on one machine break
-Ray Train's placement-group cleaner)."""
+"""Shared fixtures. Ray is heavy on 2 cores: one Ray cluster of the session serves every
+in-process Ray test and the subprocess sweeps that do not test a local instance, and no
+test starts a second instance while it runs (two instances on one machine break Ray
+Train's placement-group cleaner)."""
 
 from __future__ import annotations
 
@@ -54,30 +55,87 @@ def sigint_left_as_it_was():
         pytest.fail(f"the test left a SIGINT handler behind: {after!r} (was {before!r})")
 
 
+class _SessionCluster:
+    """The session's own Ray cluster: one `ray start --head` node (2 CPUs, the dashboard
+    for the state API Ray Train's placement-group cleaner uses), started on first use and
+    stopped when a test needs no Ray running, or at the session's end. Starting Ray costs
+    ~8 s on 2 cores; every in-process test and every subprocess sweep that does not test
+    the local instance itself joins this one instead of starting its own."""
+
+    def __init__(self):
+        self.cluster = None
+        self._context = None
+
+    def start(self, home) -> "object":
+        if self.cluster is None:
+            from cli.cluster import ray_cluster
+
+            stop_in_process_ray()
+            self._context = ray_cluster(home, [["--num-cpus=2"]], dashboard=True)
+            self.cluster = self._context.__enter__()
+        return self.cluster
+
+    def stop(self) -> None:
+        stop_in_process_ray()
+        if self._context is not None:
+            context, self._context, cluster = self._context, None, self.cluster
+            self.cluster = None
+            # Killed, not stopped: `ray start --block` takes ~30 s to stop a node with a
+            # dashboard on 2 cores, and no test's data lives in it.
+            cluster.kill()
+            context.__exit__(None, None, None)
+
+
+_SESSION_CLUSTER = _SessionCluster()
+
+
+def stop_in_process_ray() -> None:
+    import sys
+
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
+
+
 @pytest.fixture
-def ray_instance():
-    """The local Ray instance of the in-process tests, started through hpsearch itself on
-    first use and shared by every test that asks for it until a test that needs Ray
-    stopped (``no_ray_running``, a cluster of its own) or the session's end shuts it down:
-    starting Ray costs seconds on 2 cores."""
+def session_ray(tmp_path_factory, monkeypatch):
+    """The session's Ray cluster (:class:`_SessionCluster`), with ``RAY_ADDRESS`` set to it
+    for the test: every `hpsearch` subprocess the test starts joins it."""
+    cluster = _SESSION_CLUSTER.start(tmp_path_factory.mktemp("ray-home"))
+    monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a test cluster on loopback
+    yield cluster
+
+
+@pytest.fixture
+def ray_instance(tmp_path_factory, monkeypatch):
+    """In-process tests' Ray: this process joins the session's cluster on first use and
+    stays connected until a test needs no Ray running or the session ends."""
     import ray
 
     from hpsearch.driver.cluster.connect import connect
 
+    cluster = _SESSION_CLUSTER.start(tmp_path_factory.mktemp("ray-home"))
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     if not ray.is_initialized():
-        connect(None)
+        connect(cluster.address)
     yield ray
 
 
-@pytest.fixture
-def no_ray_running():
-    """For tests that run `hpsearch` in a subprocess, or start a cluster of their own: the
-    shared in-process instance is shut down first, and its processes gone."""
-    import ray
+@pytest.fixture(scope="session")
+def stop_ray():
+    """Stops the session's cluster (this process leaves it) and waits for its processes to
+    be gone: for a fixture of a wider scope that starts a Ray instance of its own."""
+    def stop() -> None:
+        _SESSION_CLUSTER.stop()
+        _wait_for_no_ray_processes()
+    return stop
 
-    if ray.is_initialized():
-        ray.shutdown()
-    _wait_for_no_ray_processes()
+
+@pytest.fixture
+def no_ray_running(stop_ray):
+    """For tests that test hpsearch's own local instance, or start a cluster of their own:
+    no Ray of this session runs when they start."""
+    stop_ray()
     yield
 
 
@@ -100,10 +158,7 @@ def _wait_for_no_ray_processes(timeout: float = 30.0) -> list[str]:
 def no_ray_left_behind():
     """After the whole session: no Ray process of ours may survive."""
     yield
-    import sys
-
-    if "ray" in sys.modules:
-        sys.modules["ray"].shutdown()
+    _SESSION_CLUSTER.stop()
     left = _wait_for_no_ray_processes()
     assert not left, "Ray processes left after the tests:\n" + "\n".join(left)
 
@@ -120,8 +175,20 @@ def one_torch_thread():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test that starts Ray is slow too: ``pytest -m "not slow"`` starts no Ray."""
+    """Every test that starts Ray is slow too: ``pytest -m "not slow"`` starts no Ray.
+
+    The order: tests without Ray first, then those on the session's cluster, then those
+    that need no Ray running (their own local instance or cluster), so that the session's
+    cluster starts once (file order is kept within each group)."""
     unmarked = [item.nodeid for item in items
                 if item.get_closest_marker("ray") and not item.get_closest_marker("slow")]
     if unmarked:
         raise pytest.UsageError("marked ray but not slow: " + ", ".join(unmarked))
+
+    def group(item) -> int:
+        fixtures = getattr(item, "fixturenames", ())
+        if "session_ray" in fixtures or "ray_instance" in fixtures:
+            return 1
+        return 2 if item.get_closest_marker("ray") else 0
+
+    items.sort(key=group)  # stable

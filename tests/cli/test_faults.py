@@ -220,33 +220,24 @@ WORKER_SPACE = """\
 """
 
 
-def workers_of(mark: str) -> list[int]:
-    """The Ray Train worker processes that carry ``mark`` in their environment: this
-    sweep's own, whatever else runs on the machine."""
-    found = []
-    for pid in subprocess.run(["pgrep", "-f", "RayTrainWorker"], capture_output=True,
-                              text=True).stdout.split():
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if mark.encode() in f.read().split(b"\0"):
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found
+def train_workers(cluster) -> list[int]:
+    """The Ray Train worker processes of ``cluster`` (the session's own, on which this
+    test's sweep is the only one running): this sweep's, whatever else runs on the
+    machine."""
+    ours = set(cluster.processes())
+    return [int(pid) for pid in subprocess.run(["pgrep", "-f", "RayTrainWorker"],
+                                               capture_output=True, text=True).stdout.split()
+            if int(pid) in ours]
 
 
-def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, no_ray_running):
+def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, session_ray):
     import csv
-    import uuid
 
     space = tmp_path / "w.yaml"
     space.write_text(textwrap.dedent(WORKER_SPACE))
-    mark = f"HPSEARCH_TEST_SWEEP={uuid.uuid4().hex}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpsearch", "run", str(space)], cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, mark.split("=")[0]: mark.split("=")[1]},
-    )
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     sweep = tmp_path / "runs" / "workerkill"
 
     def progress_rows():
@@ -258,7 +249,7 @@ def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, no_ra
 
     try:
         wait_until(lambda: len(progress_rows()) >= 2, poll=0.1)
-        workers = workers_of(mark)
+        workers = train_workers(session_ray)
         assert len(workers) == 2, f"this trial's two Ray Train workers, found {workers}"
         os.kill(workers[-1], signal.SIGKILL)
         reported_before = len(progress_rows())

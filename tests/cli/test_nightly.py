@@ -45,7 +45,7 @@ DIVERGES = """\
 
 
 def test_notify_fires_when_no_trial_completed_and_keeps_the_exit_code(tmp_path,
-                                                                        no_ray_running):
+                                                                        session_ray):
     proc = hpsearch_run(tmp_path, DIVERGES, "--notify", NOTIFY + "; exit 7")
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 3, out + err  # no trial completed; notify's 7 changes nothing

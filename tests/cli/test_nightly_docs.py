@@ -30,7 +30,7 @@ SPACE = """\
 """
 
 
-def test_the_documented_nightly_line_ends_by_its_deadline(tmp_path, no_ray_running):
+def test_the_documented_nightly_line_ends_by_its_deadline(tmp_path, session_ray):
     line = documented("hpsearch run search_spaces/charlm.yaml")
     (tmp_path / "space.yaml").write_text(textwrap.dedent(SPACE))
     deadline = datetime.now() + timedelta(seconds=35)

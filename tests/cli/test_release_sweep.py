@@ -56,7 +56,7 @@ def test_a_sweep_of_the_last_release_is_listed_read_reported_and_warm_started_fr
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_sweep_of_the_last_release_resumes_and_its_running_trials_continue(storage,
-                                                                           no_ray_running):
+                                                                           session_ray):
     """The killed driver left one trial running with a newer checkpoint (epoch 6) than the
     tables show (epoch 4), and one the study had asked for that had trained an epoch but
     has no row. Both continue from their checkpoints; the plan of 5 is kept."""

@@ -1,5 +1,6 @@
-"""``hpsearch run`` / ``resume`` / ``ls`` / ``trial`` as a user runs them: real subprocesses,
-each with its own local Ray instance (the shared one is shut down first)."""
+"""``hpsearch run`` / ``resume`` / ``ls`` / ``trial`` as a user runs them: real subprocesses.
+The quickstart runs on a local Ray instance of its own, as the README's first command does
+(the session's cluster is stopped first); the others join the session's cluster."""
 
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ SLOW_SPACE = """\
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, no_ray_running):
+def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, session_ray):
     """Ctrl-C once: the trials stop, the tables are written, the notify command still runs
     (and one that hangs is stopped after HPSEARCH_NOTIFY_TIMEOUT_S), exit 130; then
     `hpsearch resume` finishes the sweep."""
@@ -180,7 +181,7 @@ WORKLOAD = Workload(build_model=digits.build_model, build_data=build_data)
 @pytest.mark.ray
 @pytest.mark.slow
 def test_failing_user_code_fails_its_trials_with_the_error_and_stops_the_sweep(
-        tmp_path, no_ray_running):
+        tmp_path, session_ray):
     (tmp_path / "boom.py").write_text(BOOM)
     space = tmp_path / "boom.yaml"
     space.write_text(textwrap.dedent("""\

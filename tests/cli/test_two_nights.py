@@ -44,7 +44,7 @@ def configs(trials, order: str = "optuna_trial") -> list[tuple]:
     return [(round(r.lr, 12), int(r.hidden)) for r in trials.sort_values(order).itertuples()]
 
 
-def test_night_two_learns_from_night_one(tmp_path, no_ray_running):
+def test_night_two_learns_from_night_one(tmp_path, session_ray):
     (tmp_path / "space.yaml").write_text(textwrap.dedent(SPACE))
     first = night(tmp_path, "night-1", "--warm-start", "latest")  # nothing to learn from yet
     assert first.returncode == 0, first.stdout + first.stderr

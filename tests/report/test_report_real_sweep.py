@@ -1,4 +1,4 @@
-"""The report of a real tiny sweep: `hpsearch run` on a local Ray instance, then
+"""The report of a real tiny sweep: `hpsearch run` on the session's Ray cluster, then
 `hpsearch report` as a user runs them. Its images decode, the Markdown names the trial
 table's best configuration, and the ledger adds up to the table."""
 
@@ -43,7 +43,7 @@ def hpsearch_cmd(*args, cwd, env=None, timeout=300):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_report_of_a_real_sweep(tmp_path, no_ray_running):
+def test_report_of_a_real_sweep(tmp_path, session_ray):
     space = tmp_path / "tiny.yaml"
     space.write_text(textwrap.dedent(SPACE))
     storage = tmp_path / "nightly"

@@ -25,7 +25,7 @@ GPUS = 4
 
 
 @pytest.fixture(scope="module")
-def simulated_gpu_cluster():
+def simulated_gpu_cluster(stop_ray):
     """A local Ray instance with 4 declared GPUs, started the way hpsearch starts one."""
     import os
 
@@ -33,8 +33,7 @@ def simulated_gpu_cluster():
 
     from hpsearch.driver.cluster.connect import connect
 
-    if ray.is_initialized():
-        ray.shutdown()
+    stop_ray()
     before = os.environ.get(SIMULATE_GPU_ENV)
     os.environ[SIMULATE_GPU_ENV] = "1"
     connect(None, num_gpus=GPUS)

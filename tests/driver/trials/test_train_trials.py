@@ -117,7 +117,8 @@ def test_orphaned_placement_groups_of_a_dead_creator_are_removed(ray_instance):
     creator = Creator.remote()
     group_id = ray_instance.get(creator.make.remote())
     ray_instance.kill(creator)
-    time.sleep(2)
+    with pytest.raises(ray_instance.exceptions.RayActorError):  # once Ray knows it is dead
+        ray_instance.get(creator.make.remote(), timeout=30)
     assert placement_group_table()[group_id]["state"] == "CREATED"  # Ray keeps it
     assert group_id in reap_orphan_placement_groups()
     resources_return_to_baseline(ray_instance, timeout=15)

@@ -110,6 +110,12 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
     if not ok(params, *parts.values()):
         return BAD
     searched, fixed = params
+    if contract is not None and parts["resources"].gpus_per_worker > 1:
+        return report.add(("resources", "gpus_per_worker"), "conflict",
+                          "hpsearch's training loop trains each worker on one GPU, so "
+                          f"{show(parts['resources'].gpus_per_worker)} would hold GPUs it "
+                          "never uses; set gpus_per_worker: 1 and workers: N for N GPUs a "
+                          "trial")
     if (contract is not None and scheduler.time_attr == "time"
             and not {"epochs", "max_steps"} & ({p.name for p in searched} | set(fixed))):
         return report.add(("scheduler", "time_attr"), "conflict",
@@ -296,6 +302,13 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
         gpus = report.add(path + ("gpus_per_worker",), "conflict",
                           "must be > 0 with `use_gpu: true` (got 0); set use_gpu: false to "
                           "train on CPUs")
+    if (use_gpu is True and is_number(gpus) and 0 < gpus < 1 and is_number(workers)
+            and workers > 1):
+        gpus = report.add(path + ("gpus_per_worker",), "conflict",
+                          f"{workers} workers at {show(gpus)} GPU each can put two ranks on "
+                          "one GPU, which NCCL refuses (\"Duplicate GPU detected\"); give "
+                          "each worker a whole GPU (gpus_per_worker: 1), or share GPUs "
+                          "between one-worker trials (workers: 1)")
     if not ok(workers, use_gpu, cpus, gpus, share, warm):
         return BAD
     if gpus is None:

@@ -161,6 +161,10 @@ CASES = [
     ("cpus zero", sub("cpus_per_worker: 1", "cpus_per_worker: 0"), "resources.cpus_per_worker", "range"),
     ("cpus fractional above 1", sub("cpus_per_worker: 1", "cpus_per_worker: 1.5"), "resources.cpus_per_worker", "range"),
     ("gpus negative", sub("use_gpu: false", "use_gpu: true").replace("gpus_per_worker: 0", "gpus_per_worker: -1"), "resources.gpus_per_worker", "range"),
+    # Two NCCL ranks on one GPU fail at their first collective; the harness trains each
+    # worker on one GPU, so more would be reserved and never used.
+    ("DDP workers sharing a GPU", sub("use_gpu: false", "use_gpu: true").replace("gpus_per_worker: 0", "gpus_per_worker: 0.5"), "resources.gpus_per_worker", "conflict"),
+    ("harness worker on 2 GPUs", sub("use_gpu: false", "use_gpu: true").replace("gpus_per_worker: 0", "gpus_per_worker: 2"), "resources.gpus_per_worker", "conflict"),
     # -- budget, storage, checkpoints --------------------------------------------------
     ("budget unparsable", sub("time: 8h", "time: 8 hours"), "budget.time", "format"),
     ("budget sexagesimal", sub("time: 8h", "time: 1:30"), "budget.time", "format"),

@@ -77,9 +77,21 @@ def test_use_gpu_without_gpus_per_worker_means_one_gpu_each():
     assert spec.resources.per_trial() == {"CPU": 4, "GPU": 4}
 
 
-def test_fractional_gpus_below_one_are_allowed():
+def test_fractional_gpus_below_one_are_allowed_for_one_worker_trials():
     spec = parse_space({**MINIMAL, "resources": {"use_gpu": True, "gpus_per_worker": 0.5}})
     assert spec.resources.gpus_per_worker == 0.5
+
+
+def test_a_raw_loop_may_ask_several_gpus_per_worker(tmp_path, monkeypatch):
+    """Its own code decides what a worker does with its GPUs (the harness uses one)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rawloop.py").write_text("def train_loop(config):\n    pass\n")
+    space = tmp_path / "s.yaml"
+    space.write_text("trainable: rawloop:train_loop\nobjective: {metric: loss, mode: min}\n"
+                     "params: {lr: {type: float, low: 0.001, high: 0.1}}\n"
+                     "resources: {workers: 2, use_gpu: true, gpus_per_worker: 2}\n")
+    spec = load_space(space)
+    assert spec.resources.per_trial()["GPU"] == 4
 
 
 def test_condition_accepts_a_list_of_values():

@@ -28,7 +28,7 @@ def space(**resources) -> dict:
     ([0], "0", 0),              # a Tune actor holding one GPU sees only it
     ([3], "2,3", 1),            # Ray Train shows a node's workers all their GPUs
     (["3"], "2,3", 1),          # ids come as ints or strings
-    ([0], "0", 0),              # two workers sharing GPU 0 (0.5 each): both cuda:0
+    ([0], "0", 0),              # one-worker trials sharing GPU 0 (0.5 each): cuda:0
     ([2, 3], "0,1,2,3", 2),     # several GPUs per worker: the first one
     ([], "0,1", None),          # no GPU assigned
     ([5], "0,1", None),         # CUDA_VISIBLE_DEVICES changed by someone else

@@ -3,8 +3,9 @@
 the CPU. What is checked is what hpsearch and Ray decide: how many trials run at once, which
 GPU each worker gets, that GPUs come back, and the GPU-seconds charged.
 
-Slow on 2 cores (Ray Train start-up); about 2 minutes for the module. Half GPUs per
-worker, and two GPU sweeps sharing the cluster: ``tests/cli/test_gpu_shared_cluster.py``."""
+Slow on 2 cores (Ray Train start-up); about 2 minutes for the module. One-worker trials
+sharing GPUs (half a GPU each), and two GPU sweeps sharing the cluster:
+``tests/cli/test_gpu_shared_cluster.py``."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from hpsearch.store import status as st
 
 __all__ = ["Ledger", "MIN_IMPORTANCE_TRIALS", "best_row", "config_of", "equal_budget",
            "failures", "funnel", "ledger", "milestones", "precision_table", "progress",
-           "ranked", "reached", "status_counts", "unit_name"]
+           "ranked", "reached", "recovered_reports", "status_counts", "unit_name"]
 
 #: Fewest trials compared at one budget for parameter importance to be worth computing.
 MIN_IMPORTANCE_TRIALS = 5
@@ -364,6 +364,14 @@ def equal_budget(data: SweepData, *, min_trials: int = MIN_IMPORTANCE_TRIALS):
             value=done["final_value"].astype("float64").to_numpy()), on="trial_id")
         return "max_t", frame.reset_index(drop=True)
     return None, None
+
+
+def recovered_reports(data: SweepData) -> int:
+    """Reports the resume recovered from the study (``from_study``): they have no time."""
+    history = data.evals
+    if "from_study" not in history.columns:
+        return 0
+    return int(history["from_study"].fillna(False).astype(bool).sum())
 
 
 def progress(data: SweepData):

@@ -40,6 +40,12 @@ class ResultSections(SectionContext):
             f"{len(frame)} reports over {fmt_duration(last['wall_h'] * 3600)} of wall time "
             f"and {fmt_hours(last['worker_h'] * 3600)} worker-hours; best {self.metric} "
             f"{_fmt(last['best'])}."))
+        recovered = facts.recovered_reports(self.data)
+        if recovered:
+            sec.blocks.append(Para(
+                f"{recovered} report(s) recovered from the study after a driver was killed "
+                "carry no time, so they are not plotted here; the tables below include "
+                "them."))
         return sec
 
     def best_trials(self) -> Section:

@@ -323,3 +323,22 @@ def test_load_study_opens_the_study_file_the_sweep_has_and_creates_none(written,
             1e-4, 3e-2, log=True)}, value=0.5))
     loaded = load_study(sweep)
     assert loaded.study_name == "with-study" and [t.value for t in loaded.trials] == [0.5]
+
+
+def test_reports_recovered_from_the_study_are_counted_where_the_plot_leaves_them_out(tmp_path,
+                                                                                     written):
+    """They have no time, so the best-over-time plot cannot place them: its text says how
+    many it left out (a sweep without any says nothing of them)."""
+    from hpsearch.space import load_space
+    from hpsearch.store.records import TrialRecords
+    from hpsearch.store.tables import write_tables
+
+    sweep = make_sweep(tmp_path / "runs")
+    records = TrialRecords(load_space(sweep.space))
+    records.load(hpsearch.read_trials(sweep).to_dict("records"),
+                 hpsearch.read_history(sweep).to_dict("records"))
+    records.end_as_recorded("lost0001", params={"lr": 0.01}, status="completed",
+                            optuna_trial=99, values={1: 2.0, 2: 1.9}, final_value=1.9)
+    write_tables(records, sweep)
+    assert "2 report(s) recovered from the study" in write_report(sweep).md.read_text()
+    assert "recovered from the study" not in written[1].md.read_text()

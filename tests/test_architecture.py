@@ -21,7 +21,7 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 #: Rooms, top to bottom: every arrow points down this list.
 LAYERS = ["cli", "driver.sweep", "driver.monitor", "driver.trials", "driver.limits",
           "driver.search", "driver.cluster", "driver.internals", "report", "store", "space",
-          "workloads", "train", "fence", "errors"]
+          "command", "workloads", "train", "fence", "errors"]
 
 #: The rooms each room may import (besides itself and the lazy top-level package).
 ALLOWED = {
@@ -31,14 +31,15 @@ ALLOWED = {
                      "driver.cluster", "driver.internals", "report", "store", "space", "errors"},
     "driver.monitor": {"driver.search", "driver.internals", "store", "space", "errors"},
     "driver.trials": {"driver.search", "driver.cluster", "driver.internals", "store", "space",
-                      "workloads", "train", "errors"},
-    "driver.limits": {"driver.search", "driver.cluster", "space", "errors"},
+                      "command", "workloads", "train", "errors"},
+    "driver.limits": {"driver.search", "driver.cluster", "space", "command", "errors"},
     "driver.search": {"driver.internals", "store", "space", "errors"},
     "driver.cluster": {"driver.internals", "store", "space", "fence", "errors"},
     "driver.internals": {"store", "errors"},
     "report": {"store", "space", "errors"},
     "store": {"space", "fence", "errors"},
-    "space": {"workloads", "train", "errors"},
+    "space": {"command", "workloads", "train", "errors"},
+    "command": {"errors"},
     "workloads": {"train", "errors"},
     "train": {"fence", "errors"},
     "fence": {"errors"},

@@ -19,8 +19,14 @@ def summarize(spec: Spec) -> str:
     from hpsearch.workloads.resolve import BUILTINS
 
     rows: list[tuple[str, str]] = []
-    builtin = " (built-in)" if spec.trainable in BUILTINS else ""
-    rows.append(("trainable", spec.trainable + builtin))
+    if spec.command is not None:
+        rows.append(("command", str(spec.command)))
+        rows.append(("  in", spec.command.cwd))
+        rows.append(("  reports", " | ".join(spec.command.metrics)
+                     or "lines of key=value pairs or JSON objects"))
+    else:
+        builtin = " (built-in)" if spec.trainable in BUILTINS else ""
+        rows.append(("trainable", spec.trainable + builtin))
     goal = "minimize" if spec.objective.mode == "min" else "maximize"
     rows.append(("objective", f"{goal} {spec.objective.metric}"))
     lines = [f"{spec.name}" + (f"  ({spec.source})" if spec.source else "")]

@@ -14,6 +14,7 @@ import re
 from typing import Any, Mapping
 
 from hpsearch.errors import SpaceError, TrainableError
+from hpsearch.space._command import check_command, read_command
 from hpsearch.space._params import read_params
 from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
 from hpsearch.space._yaml import REJECTED, Index
@@ -22,6 +23,7 @@ from hpsearch.workloads.resolve import TrainableRef, check_reference, find_train
 from hpsearch.space.spec import (
     Budget,
     Checkpoints,
+    Command,
     Objective,
     Resources,
     Scheduler,
@@ -88,7 +90,7 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
                           f"objective, params, ...) at the top level {got(raw)}")
     report.reject_unknown_keys(raw, (), SECTIONS, what="section")
     scheduler = _read_scheduler(raw, report)
-    trainable = _read_trainable(raw, report, resolve_trainable)
+    trainable = _read_trainable(raw, report, resolve_trainable, source)
     parts = dict(
         name=_read_name(raw, report, default_name),
         trainable=trainable.ref if isinstance(trainable, TrainableRef) else trainable,
@@ -110,6 +112,12 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
     if not ok(params, *parts.values()):
         return BAD
     searched, fixed = params
+    raw = copy.deepcopy(dict(raw))
+    if isinstance(trainable, Command):
+        check_command(trainable, report, params=searched, fixed=fixed,
+                      objective=parts["objective"], scheduler=scheduler)
+        raw["trainable"] = {**raw["trainable"], "cwd": trainable.cwd}  # as resolved: a
+        # resumed sweep reads its space from the sweep directory
     if contract is not None and parts["resources"].gpus_per_worker > 1:
         return report.add(("resources", "gpus_per_worker"), "conflict",
                           "hpsearch's training loop trains each worker on one GPU, so "
@@ -122,7 +130,7 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
                           "`time` stops trials after max_t seconds, but the learning-rate "
                           "schedule needs each trial's length: set `epochs` or `max_steps` "
                           "in params (e.g. `epochs: 20`)")
-    spec = Spec(params=searched, fixed=fixed, source=source, raw=copy.deepcopy(dict(raw)),
+    spec = Spec(params=searched, fixed=fixed, source=source, raw=raw,
                 **parts)
     if contract is not None and not report.issues:
         try:  # rules between keys (min_lr <= lr), on the config `hpsearch trial` would run
@@ -156,13 +164,18 @@ def _read_name(raw: Mapping, report: Report, default: str) -> Any:
     return name
 
 
-def _read_trainable(raw: Mapping, report: Report, resolve: bool) -> Any:
+def _read_trainable(raw: Mapping, report: Report, resolve: bool, source: str | None) -> Any:
     """The trainable reference, located (never imported) when ``resolve``: a
-    :class:`TrainableRef` that knows whether it is a harness workload."""
+    :class:`TrainableRef` that knows whether it is a harness workload; or, for a mapping,
+    a :class:`Command`."""
     if raw.get("trainable") is None:
         what = "is missing" if "trainable" not in raw else "is null"
         return report.add(("trainable",), "missing", f"required section {what}; add e.g. "
-                          "`trainable: charlm` (a built-in) or `trainable: mypkg.train:main`")
+                          "`trainable: charlm` (a built-in), `trainable: mypkg.train:main` "
+                          "or `trainable: {command: 'python train.py --lr={lr}'}`")
+    if isinstance(raw["trainable"], Mapping):
+        base = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+        return read_command(raw["trainable"], report, base_dir=base, resolve=resolve)
     ref = report.text(raw, (), "trainable")
     if ref is BAD:
         return BAD

@@ -252,6 +252,36 @@ class Checkpoints:
 
 
 @dataclass(frozen=True)
+class Command:
+    """A command trainable: a script run once per worker, its metrics read from its output
+    (``docs/space-format.md``, "Command trainables").
+
+    Attributes:
+        argv: The command's words as written, placeholders (``{lr}``, ``{trial_dir}``) kept.
+        metrics: Regular expressions with named groups; empty: ``key=value`` or JSON lines.
+        resume_if_exists: A file under ``{trial_dir}``: when a restarted trial finds it,
+            ``resume_args`` are appended to the command.
+        cwd: Where the command runs, absolute (the space file's folder by default).
+        env: Extra environment variables.
+        stop_grace_s: Seconds between SIGTERM and SIGKILL when a trial is stopped.
+    """
+
+    argv: tuple[str, ...]
+    metrics: tuple[str, ...] = ()
+    resume_if_exists: str | None = None
+    resume_args: tuple[str, ...] = ()
+    cwd: str = "."
+    env: tuple[tuple[str, str], ...] = ()
+    stop_grace_s: float = 10.0
+
+    def __str__(self) -> str:
+        import shlex
+
+        return " ".join(w if w and not any(c.isspace() or c in "'\"\\$`;&|<>" for c in w)
+                        else shlex.quote(w) for w in self.argv)
+
+
+@dataclass(frozen=True)
 class Spec:
     """A validated search space. Field names mirror the YAML sections.
 
@@ -260,10 +290,12 @@ class Spec:
         fixed: Plain values from ``params`` that are passed to every trial unchanged.
         source: The file the spec came from (``None`` if built from a dict).
         raw: The YAML mapping after overrides, as run; written into the sweep directory.
+        trainable: A reference (a built-in name or ``package.module:attribute``), or a
+            :class:`Command`.
     """
 
     name: str
-    trainable: str
+    trainable: str | Command
     objective: Objective
     params: tuple[Param, ...]
     fixed: Mapping[str, Any]
@@ -276,6 +308,11 @@ class Spec:
     checkpoints: Checkpoints = field(default_factory=Checkpoints)
     source: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def command(self) -> Command | None:
+        """The command trainable, or ``None`` for a Python one."""
+        return self.trainable if isinstance(self.trainable, Command) else None
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -327,6 +327,11 @@ class SweepDir:
         """Where a one-worker (in-process) trial keeps its checkpoints."""
         return self.checkpoints / check_trial_id(trial_id)
 
+    def trial_dir(self, trial_id: str) -> Path:
+        """A command trial's own folder (``{trial_dir}``): its script's files and its
+        output (``output.log``), kept across its restarts."""
+        return self.path / "trials" / check_trial_id(trial_id)
+
     def train_run_name(self, trial_id: str) -> str:
         """The Ray Train run name of a multi-worker trial (a folder under :attr:`train`)."""
         return f"train-{check_trial_id(trial_id)}"

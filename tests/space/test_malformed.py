@@ -64,7 +64,8 @@ CASES = [
     ("unknown built-in", sub("trainable: charlm", "trainable: charml"), "trainable", "trainable"),
     ("missing module", sub("trainable: charlm", "trainable: no_such_pkg.train:main"), "trainable", "trainable"),
     ("file path as trainable", sub("trainable: charlm", "trainable: train.py:main"), "trainable", "trainable"),
-    ("trainable mapping", sub("trainable: charlm", "trainable: {name: charlm}"), "trainable", "type"),
+    ("trainable mapping without a command", sub("trainable: charlm", "trainable: {name: charlm}"), "trainable.command", "missing"),
+    ("trainable list", sub("trainable: charlm", "trainable: [charlm]"), "trainable", "type"),
     # -- objective ---------------------------------------------------------------------
     ("objective as string", sub("objective: {metric: val_loss, mode: min}", "objective: val_loss"), "objective", "type"),
     ("mode maximize", sub("mode: min}", "mode: maximize}"), "objective.mode", "choice"),

@@ -51,12 +51,24 @@ class Plan:
                 spread = f", {self.asha_range[0]:g}-{self.asha_range[1]:g} in 8 of 10 sweeps"
             out.append(f"with ASHA    ~{self.asha_units:g} worker-{unit}{spread} (more when "
                        "the search improves as it goes)")
+        if spec.command is not None:
+            out.append(f"command      {_example_command(spec)}")
         if self.budget_worker_hours is not None:
             out.append(
                 f"time budget  {spec.budget.time_s / 3600:.3g} h -> at most "
                 f"{self.budget_worker_hours:.3g} worker-hours"
             )
         return out
+
+
+def _example_command(spec: Spec) -> str:
+    """The command of a trial at the space's midpoint (``hpsearch trial``'s config)."""
+    from hpsearch.command.template import render
+
+    values = {**spec.trial_config(spec.default_config()), "trial_dir": "<trial_dir>",
+              "max_t": spec.scheduler.max_t, "trial_id": "<trial_id>"}
+    values.setdefault("seed", "<seed>")
+    return " ".join(render(spec.command.argv, values)) + "  (at the midpoint)"
 
 
 def _fmt_used(res: Mapping[str, float]) -> str:

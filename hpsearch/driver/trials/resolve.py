@@ -16,7 +16,8 @@ def resolve_runner(spec: Spec, *, workers: int | None = None) -> Runner:
 
     * a harness workload with one worker: :class:`InProcessRunner`;
     * a harness workload with several, ``warm_workers: true`` (the default): :class:`WarmRunner`;
-    * otherwise (a raw Ray Train loop, or ``warm_workers: false``): :class:`TrainRunner`.
+    * otherwise (a raw Ray Train loop, or ``warm_workers: false``): :class:`TrainRunner`;
+    * a command: :class:`~hpsearch.driver.trials.command.CommandRunner` (nothing imported).
 
     Args:
         spec: The validated space.
@@ -27,6 +28,10 @@ def resolve_runner(spec: Spec, *, workers: int | None = None) -> Runner:
         SpaceError: It is a harness workload and the space gives it a value it refuses
             (checked here too when its source alone did not say it was one).
     """
+    if spec.command is not None:
+        from hpsearch.driver.trials.command import CommandRunner
+
+        return CommandRunner(spec, n_workers=workers or spec.resources.workers)
     harness = is_harness_workload(load_trainable(spec.trainable))
     if harness:
         from hpsearch.space import check_harness_values

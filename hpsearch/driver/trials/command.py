@@ -1,0 +1,134 @@
+"""Command trainables under Tune: one process per worker, reports read from rank 0's output.
+
+:class:`CommandRunner` runs a trial's command
+
+* with one worker, from the Tune trial's own actor (which holds the worker's CPUs and
+  GPUs, and which Tune reuses for the next trial): no worker group to start;
+* with several, as a Ray Train run (:mod:`hpsearch.driver.trials.command_group`): one
+  process per Train worker, with the environment ``torchrun`` gives, so a script that
+  calls ``init_process_group()`` from the environment runs as DDP unchanged.
+
+Either way the command's words come from
+:func:`~hpsearch.driver.trials.command_launch.command_argv`, its output lands in
+``{trial_dir}/output.log`` (``output-rank1.log``... for the other ranks), each line that
+carries the objective is reported to Tune as it is printed, and the command's process tree
+is gone when the trial ends (:mod:`hpsearch.command.process`). A restarted trial (a
+retry, a resumed sweep) finds its ``{trial_dir}`` again and, when ``resume.if_exists`` is
+there, runs with ``resume.args`` too.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from hpsearch.command.process import run_command
+from hpsearch.driver.trials.command_launch import (
+    free_port,
+    judge,
+    launch_for,
+    reader_for,
+    torchrun_env,
+)
+from hpsearch.driver.trials.runners import DRIVER_RESOURCES, Runner
+from hpsearch.store.layout import SweepDir
+
+__all__ = ["CommandRunner"]
+
+
+@dataclass(frozen=True)
+class CommandRunner(Runner):
+    """A command trainable's trials (see the module docstring)."""
+
+    n_workers: int = 1
+
+    @property
+    def workers(self) -> int:
+        return self.n_workers
+
+    @property
+    def reuse_actors(self) -> bool:  # type: ignore[override]
+        return self.n_workers == 1  # the actor holds the GPUs and nothing else
+
+    @property
+    def uses_worker_groups(self) -> bool:  # type: ignore[override]
+        return self.n_workers > 1
+
+    @property
+    def tune_resources(self) -> dict[str, float]:
+        return self.spec.resources.per_worker() if self.n_workers == 1 else dict(DRIVER_RESOURCES)
+
+    @property
+    def tune_max_failures(self) -> int:
+        # A group's retries are Ray Train's (see TrainRunner.tune_max_failures).
+        return self.spec.trials.max_failures if self.n_workers == 1 else 0
+
+    def config(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
+        return self.spec.trial_config(sampled)
+
+    def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
+        from ray import tune
+
+        from hpsearch.driver.trials.gpus import gpu_assignment
+        from hpsearch.store.reports import sanitize_report
+
+        gpus, _ = gpu_assignment()
+
+        def report(metrics: dict[str, Any]) -> None:
+            tune.report({**sanitize_report(metrics, self.spec.objective), **gpus})
+
+        self.run_reporting(config, trial_id=trial_id, trial_dir=str(sweep.trial_dir(trial_id)),
+                           report=report, storage=str(sweep.train))
+
+    def run_reporting(self, config: Mapping[str, Any], *, trial_id: str, trial_dir: str,
+                      report: Callable[[dict[str, Any]], None], storage: str) -> None:
+        """Run one trial, calling ``report`` with each of its reports as it comes."""
+        if self.n_workers > 1:
+            from hpsearch.driver.trials.command_group import run_group
+
+            run_group(self, dict(config), trial_id=trial_id, trial_dir=trial_dir,
+                      report=report, storage=storage)
+            return
+        env = torchrun_env(rank=0, local_rank=0, world=1, local_world=1, node_rank=0,
+                           master=("127.0.0.1", free_port()))
+        launch = launch_for(self.spec, config, trial_id=trial_id, trial_dir=trial_dir, env=env)
+        reader = reader_for(self.spec)
+
+        def on_line(line: str) -> None:
+            found = reader.feed(line)
+            if found is not None:
+                report(found)
+
+        finished = run_command(launch, on_line)
+        judge(self.spec, finished, reader, launch.argv[0])
+
+    def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
+                  address: str | None = None,
+                  on_report: Callable[[dict[str, Any]], None] | None = None) -> list[dict]:
+        """Run one configuration outside a sweep (``hpsearch trial``); a group needs Ray."""
+        import tempfile
+
+        root = storage or tempfile.mkdtemp(prefix="hpsearch-trial-")
+        reports: list[dict[str, Any]] = []
+
+        def report(metrics: dict[str, Any]) -> None:
+            reports.append(metrics)
+            if on_report is not None:
+                on_report(dict(metrics))
+
+        trial_dir = os.path.join(root, "trial")
+        if self.n_workers == 1:
+            self.run_reporting(config, trial_id="trial", trial_dir=trial_dir, report=report,
+                               storage=root)
+            return reports
+        from hpsearch.driver.cluster.connect import connect
+
+        conn = connect(address, verbose=True)
+        try:
+            self.run_reporting(config, trial_id="trial", trial_dir=trial_dir, report=report,
+                               storage=root)
+        finally:
+            if conn.started_local:
+                conn.close()
+        return reports

@@ -1,0 +1,93 @@
+"""How one rank of a command trial starts and how its end is judged: the command's words,
+the ``torchrun`` environment, its log, and the one-line error of a failed command. Plain
+functions, shared by the one-process runner and the Ray Train group."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import zlib
+from typing import Any, Mapping
+
+from hpsearch.command.metrics import OutputReader
+from hpsearch.command.process import Finished, Launch
+from hpsearch.command.template import render
+from hpsearch.errors import TrainableError
+from hpsearch.space.spec import Command, Spec
+
+__all__ = ["command_argv", "free_port", "judge", "launch_for", "reader_for", "torchrun_env"]
+
+
+def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
+                 trial_dir: str) -> list[str]:
+    """The words trial ``trial_id`` runs: placeholders filled in, and ``resume.args``
+    appended when ``{trial_dir}/<resume.if_exists>`` exists. A bare ``python`` (or
+    ``python3``) is the Python this process runs, as W&B's ``${interpreter}`` is: the
+    environment that has hpsearch and torch, on every node."""
+    command: Command = spec.command  # type: ignore[assignment]
+    values = {**config, "trial_dir": trial_dir, "max_t": spec.scheduler.max_t,
+              "trial_id": trial_id}
+    values.setdefault("seed", zlib.crc32(trial_id.encode()) % 2**31)
+    argv = render(command.argv, values)
+    if argv and argv[0] in ("python", "python3"):
+        argv[0] = sys.executable  # the Python hpsearch (or the Ray worker) runs in
+    if command.resume_if_exists and os.path.exists(
+            os.path.join(trial_dir, command.resume_if_exists)):
+        argv += render(command.resume_args, values)
+    return argv
+
+
+def torchrun_env(*, rank: int, local_rank: int, world: int, local_world: int, node_rank: int,
+                 master: tuple[str, int]) -> dict[str, str]:
+    """The variables ``torchrun`` sets for each process it starts."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(local_world), "GROUP_RANK": str(node_rank),
+            "NODE_RANK": str(node_rank), "MASTER_ADDR": master[0],
+            "MASTER_PORT": str(master[1])}
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (for ``MASTER_PORT``)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def launch_for(spec: Spec, config: Mapping[str, Any], *, trial_id: str, trial_dir: str,
+               env: Mapping[str, str], rank: int = 0) -> Launch:
+    """How one rank of trial ``trial_id`` starts."""
+    command: Command = spec.command  # type: ignore[assignment]
+    os.makedirs(trial_dir, exist_ok=True)
+    threads = str(max(1, int(spec.resources.cpus_per_worker)))
+    full_env = {"OMP_NUM_THREADS": threads, **dict(command.env), **env,
+                "HPSEARCH_TRIAL_ID": trial_id, "HPSEARCH_TRIAL_DIR": trial_dir}
+    log = os.path.join(trial_dir, "output.log" if rank == 0 else f"output-rank{rank}.log")
+    argv = command_argv(spec, config, trial_id=trial_id, trial_dir=trial_dir)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"# hpsearch {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n")
+    return Launch(argv=argv, cwd=command.cwd, env=full_env, log=log,
+                  grace_s=command.stop_grace_s)
+
+
+def reader_for(spec: Spec) -> OutputReader:
+    command: Command = spec.command  # type: ignore[assignment]
+    time_key = spec.scheduler.time_attr if spec.scheduler.budget_key else None
+    return OutputReader(command.metrics, objective=spec.objective.metric, time_key=time_key)
+
+
+def judge(spec: Spec, finished: Finished, reader: OutputReader, argv0: str) -> None:
+    """Raise the one-line error of a command that failed, or never reported."""
+    if finished.code is None:
+        return  # stopped
+    if finished.code != 0:
+        how = f"exited with code {finished.code}"
+        if finished.code > 128:
+            how = f"was killed by signal {finished.code - 128}"
+        raise TrainableError(f"`{argv0}` {how}; its last lines: {finished.tail_text()}")
+    if reader.reports == 0:
+        metric = spec.objective.metric
+        seen = ", ".join(sorted(reader.seen)) or "nothing"
+        raise TrainableError(f"`{argv0}` never reported {metric} (its output had metrics: "
+                             f"{seen}); its last lines: {finished.tail_text()}")

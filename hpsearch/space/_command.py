@@ -1,0 +1,196 @@
+"""The ``trainable`` section as a mapping: a command trainable (``docs/space-format.md``).
+
+Read in two steps, as the rest of the spec is: :func:`read_command` checks the mapping's
+own shape, and :func:`check_command` (once ``params``, ``objective`` and ``scheduler`` are
+read) checks that every placeholder names a parameter or a built-in, that the metrics
+patterns give the objective and the time attribute, and that every searched parameter
+reaches the command. Nothing is run: the program is looked for only when a trial starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable, Mapping
+
+from hpsearch.command.template import BUILTINS, names_in, split_command
+from hpsearch.space._schema import BAD, Report, got, ok, show, suggest
+from hpsearch.space._yaml import REJECTED, Index
+from hpsearch.space.duration import parse_duration
+from hpsearch.space.spec import Command, Objective, Param, Scheduler
+
+__all__ = ["KEYS", "check_command", "read_command"]
+
+KEYS = ("command", "metrics", "resume", "cwd", "env", "stop_grace")
+_PATH = ("trainable",)
+_EXAMPLE = "{command: 'python train.py --lr={lr}', metrics: 'val_loss=(?P<val_loss>\\S+)'}"
+
+
+def read_command(section: Mapping, report: Report, *, base_dir: str, resolve: bool) -> Any:
+    """The :class:`Command` a ``trainable`` mapping describes, or :data:`BAD`.
+
+    Args:
+        base_dir: The space file's folder: ``cwd`` is relative to it.
+        resolve: Check that ``cwd`` is a directory (``validate``, ``run``, ``trial``).
+    """
+    report.reject_unknown_keys(section, _PATH, KEYS)
+    argv = _read_words(section, "command", report, required=True)
+    metrics = _read_metrics(section.get("metrics"), report)
+    resume = _read_resume(section.get("resume"), report)
+    cwd = report.text(section, _PATH, "cwd", default=".")
+    env = _read_env(section.get("env"), report)
+    grace = _read_grace(section.get("stop_grace"), report)
+    if not ok(argv, metrics, resume, cwd, env, grace):
+        return BAD
+    if not argv:
+        return report.add(_PATH + ("command",), "empty", "must name a program, e.g. "
+                          "`python train.py --lr={lr}`")
+    where = os.path.normpath(os.path.join(base_dir, os.path.expanduser(cwd)))
+    if resolve and not os.path.isdir(where):
+        return report.add(_PATH + ("cwd",), "command", f"`{where}` is not a directory; cwd "
+                          "is relative to the space file's folder")
+    if_exists, args = resume
+    return Command(argv=tuple(argv), metrics=tuple(metrics), resume_if_exists=if_exists,
+                   resume_args=tuple(args), cwd=where, env=tuple(env.items()), stop_grace_s=grace)
+
+
+def check_command(command: Command, report: Report, *, params: Iterable[Param],
+                  fixed: Mapping[str, Any], objective: Objective, scheduler: Scheduler) -> Any:
+    """``command`` if its placeholders and patterns fit the rest of the spec, else :data:`BAD`."""
+    searched = [p.name for p in params]
+    for name in searched + list(fixed):
+        if name in BUILTINS and name != "seed":
+            report.add(("params", name), "name", f"`{name}` is a placeholder every command "
+                       "trainable has; give the parameter another name")
+    known = set(searched) | set(fixed) | set(BUILTINS)
+    if scheduler.budget_key:
+        known.add(scheduler.budget_key)
+    used: set[str] = set()
+    words = [(("command",), command.argv), (("resume", "args"), command.resume_args)]
+    for key, argv in words:
+        for word in argv:
+            path = _PATH + key  # the message quotes the word; a string has no indexes
+            for name in _names(word, path, report):
+                used.add(name)
+                if name not in known:
+                    close = suggest(name, sorted(known))
+                    hint = f"; did you mean `{{{close}}}`?" if close else ""
+                    report.add(path, "command", f"`{{{name}}}` names no parameter and no "
+                               f"built-in ({', '.join(BUILTINS)}){hint}")
+    for name in searched:
+        if name not in used:
+            report.add(("params", name), "command", f"is searched, but no placeholder of "
+                       f"trainable.command uses it: add e.g. `--{name}={{{name}}}`, or make "
+                       "it fixed")
+    if command.metrics:
+        groups: set[str] = set()
+        for pattern in command.metrics:
+            groups |= set(re.compile(pattern).groupindex)
+        wanted = [objective.metric] + ([scheduler.time_attr] if scheduler.budget_key else [])
+        for name in wanted:
+            if name not in groups:
+                what = "the objective metric" if name == objective.metric else "the time attribute"
+                report.add(_PATH + ("metrics",), "command", f"no named group gives {what} "
+                           f"`{name}`: add `(?P<{name}>...)` to a pattern")
+    return command
+
+
+def _names(word: str, path: tuple, report: Report) -> list[str]:
+    try:
+        return names_in(word)
+    except ValueError as exc:
+        report.add(path, "command", str(exc))
+        return []
+
+
+def _read_words(section: Mapping, key: str, report: Report, *, required: bool) -> Any:
+    value = section.get(key)
+    path = _PATH + (key,)
+    if value is REJECTED:
+        return BAD
+    if value is None:
+        if required:
+            return report.add(path, "missing", f"required key is missing; e.g. {_EXAMPLE}")
+        return []
+    if isinstance(value, (list, tuple)):
+        for i, word in enumerate(value):
+            if not isinstance(word, (str, int, float)) or isinstance(word, bool):
+                return report.add(path + (Index(i),), "type", f"expected a string {got(word)}")
+        return [str(w) for w in value]
+    if not isinstance(value, str):
+        return report.add(path, "type", f"expected a string or a list of strings {got(value)}")
+    try:
+        return split_command(value)
+    except ValueError as exc:
+        return report.add(path, "format", f"cannot split it into words: {exc} (got {show(value)})")
+
+
+def _read_metrics(value: Any, report: Report) -> Any:
+    path = _PATH + ("metrics",)
+    if value is None:
+        return []
+    if value is REJECTED:
+        return BAD
+    patterns = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for i, pattern in enumerate(patterns):
+        here = path + (Index(i),) if isinstance(value, (list, tuple)) else path
+        if not isinstance(pattern, str) or not pattern:
+            return report.add(here, "type", f"expected a regular expression {got(pattern)}")
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            return report.add(here, "format", f"the regular expression does not compile: {exc}")
+        if not compiled.groupindex:
+            return report.add(here, "command", "has no named group: write each metric as "
+                              "`(?P<name>[0-9.eE+-]+)`")
+        out.append(pattern)
+    return out
+
+
+def _read_resume(value: Any, report: Report) -> Any:
+    path = _PATH + ("resume",)
+    if value is None:
+        return None, []
+    section = report.mapping(value, path, example="{if_exists: ckpt.pt, args: --resume}")
+    if section is BAD:
+        return BAD
+    report.reject_unknown_keys(section, path, ("if_exists", "args"))
+    if_exists = report.text(section, path, "if_exists")
+    args = _read_words({"command": section.get("args")}, "command", report, required=False) \
+        if section.get("args") is not None else report.add(path + ("args",), "missing", "required key is "
+                                             "missing; e.g. `args: --init_from=resume`")
+    if not ok(if_exists, args):
+        return BAD
+    if os.path.isabs(if_exists) or ".." in if_exists.split("/"):
+        return report.add(path + ("if_exists",), "command", "must be a file under "
+                          f"{{trial_dir}}, relative to it {got(if_exists)}")
+    return if_exists, args
+
+
+def _read_env(value: Any, report: Report) -> Any:
+    path = _PATH + ("env",)
+    if value is None:
+        return {}
+    section = report.mapping(value, path, example="{OMP_NUM_THREADS: '1'}")
+    if section is BAD:
+        return BAD
+    out = {}
+    for key, item in section.items():
+        if not isinstance(key, str) or not key or "=" in key:
+            return report.add(path + (key,), "name", "must be an environment variable name")
+        if isinstance(item, bool):
+            item = "1" if item else "0"
+        if not isinstance(item, (str, int, float)):
+            return report.add(path + (key,), "type", f"expected a string {got(item)}")
+        out[key] = str(item)
+    return out
+
+
+def _read_grace(value: Any, report: Report) -> Any:
+    if value is None:
+        return 10.0
+    try:
+        return parse_duration(value)
+    except (ValueError, TypeError) as exc:
+        return report.add(_PATH + ("stop_grace",), "format", f"{exc} (e.g. 10s)")

@@ -41,6 +41,9 @@ def ls(storage, as_json, address):
             click.echo(f"{row[0].ljust(widths[0])}  {row[1]}")
         else:
             click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    for row in rows:
+        if row.get("logs"):
+            click.echo(f"logs of {row['name']}: {row['logs']}")
 
 
 def _cells(row: dict) -> tuple[str, ...]:

@@ -48,7 +48,20 @@ def trial(space, overrides, workers, output, overwrite, address):
                        f"--set {p.name}=... to choose)")
     fixed = ", ".join(f"{k}={v!r}" for k, v in config.items() if k not in chosen)
     click.echo(f"fixed: {fixed}")
-    click.echo(f"training {spec.trainable} with {workers} worker(s)...")
+    root = None
+    if spec.command is not None:
+        import os
+        import tempfile
+
+        from hpsearch.driver.trials.command_launch import command_argv
+
+        root = os.fspath(out.path) if out is not None else tempfile.mkdtemp(prefix="hpsearch-trial-")
+        trial_dir = os.path.join(root, "trial")
+        words = command_argv(spec, config, trial_id="trial", trial_dir=trial_dir)
+        click.echo(f"running {' '.join(words)}\n  in {spec.command.cwd} with {workers} "
+                   f"worker(s); output: {os.path.join(trial_dir, 'output.log')}")
+    else:
+        click.echo(f"training {spec.trainable} with {workers} worker(s)...")
 
     t0 = time.monotonic()
 
@@ -56,7 +69,8 @@ def trial(space, overrides, workers, output, overwrite, address):
         metrics["time_total_s"] = time.monotonic() - t0
         click.echo(format_report(metrics))
 
-    reports = run_single(spec, config, workers=workers, on_report=on_report, address=address)
+    reports = run_single(spec, config, workers=workers, on_report=on_report, address=address,
+                         checkpoint_root=root)
     if out is not None:
         from hpsearch.store.tables import write_single_trial
 

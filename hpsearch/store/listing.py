@@ -23,7 +23,7 @@ __all__ = ["LISTING_KEYS", "list_sweeps"]
 #: The keys of each summary, in the order ``hpsearch ls --json`` prints them.
 LISTING_KEYS = ("name", "status", "trials_ended", "trials_planned", "metric", "mode",
                 "best_value", "best_trial", "best_config", "worker_hours", "gpu_hours",
-                "started_at", "ended_at")
+                "started_at", "ended_at", "logs")
 
 
 def list_sweeps(storage: str | os.PathLike = DEFAULT_STORAGE) -> list[dict[str, Any]]:
@@ -35,7 +35,8 @@ def list_sweeps(storage: str | os.PathLike = DEFAULT_STORAGE) -> list[dict[str, 
     ``best_value``, ``best_trial`` and ``best_config`` (the best trial's searched
     parameters); ``worker_hours`` and ``gpu_hours`` (sums of the trial table's
     ``worker_s`` and ``gpu_s``); ``started_at`` and ``ended_at`` (ISO 8601, UTC, from the
-    manifest). Values that are not known are ``None``.
+    manifest); ``logs``, where a command trainable's trials keep their output
+    (``<sweep>/trials/<trial_id>/output.log``). Values that are not known are ``None``.
     """
     root = storage_root(storage)
     rows = []
@@ -101,7 +102,14 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
         "gpu_hours": gpu_h,
         "started_at": _text(manifest.get("started_at")),
         "ended_at": _text(manifest.get("ended_at")),
+        "logs": _logs(sweep),
     }
+
+
+def _logs(sweep: SweepDir) -> str | None:
+    """Where the trials' own output is (command trainables), or ``None``."""
+    folder = sweep.trial_dir("x").parent
+    return os.path.join(folder, "<trial_id>", "output.log") if folder.is_dir() else None
 
 
 def _trials(sweep: SweepDir):

@@ -22,7 +22,8 @@ def test_complete_example_in_the_docs_is_valid():
 
 def test_every_yaml_snippet_in_the_docs_parses():
     for block in re.findall(r"```yaml\n(.*?)```", DOC, flags=re.S):
-        lines = [ln for ln in block.splitlines() if not ln.startswith("trainable:")]
+        # The `trainable` block lists its forms one per line (the same key thrice).
+        lines = [ln for ln in block.splitlines() if not re.match(r"trainable: \S", ln)]
         assert parse_yaml("\n".join(lines)).issues == [], block
 
 

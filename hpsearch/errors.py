@@ -120,8 +120,9 @@ class InvalidArgumentError(HpsearchError):
 
 
 class TrialFailedError(HpsearchError):
-    """``hpsearch trial``: the training code raised. The message is the exception's last
-    line and where its full traceback was saved."""
+    """The training code failed: under ``hpsearch trial``, the exception's last line and
+    where its full traceback was saved; for a command trainable (in a sweep too), its exit
+    code and its last lines of output."""
 
     exit_code = 1
 

@@ -49,7 +49,9 @@ class CommandRunner(Runner):
 
     @property
     def reuse_actors(self) -> bool:  # type: ignore[override]
-        return self.n_workers == 1  # the actor holds the GPUs and nothing else
+        # A one-worker trial's actor holds its resources and no state. A group's thin
+        # actor is not reused: with Ray 2.60 the sweep then never started its next trial.
+        return self.n_workers == 1
 
     @property
     def uses_worker_groups(self) -> bool:  # type: ignore[override]

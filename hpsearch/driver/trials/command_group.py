@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ray.train.backend import Backend, BackendConfig
 
-from hpsearch.errors import TrainableError
+from hpsearch.errors import HpsearchError, TrialFailedError
 
 __all__ = ["CommandBackendConfig", "Relay", "command_worker_loop", "run_group"]
 
@@ -101,7 +101,7 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
             judge(runner.spec, finished, reader, launch.argv[0])
         elif finished.code:
             judge(runner.spec, finished, reader, f"{launch.argv[0]} (rank {rank})")
-    except TrainableError as exc:
+    except HpsearchError as exc:
         ray.get(relay.fail.remote(str(exc)))
         raise
 
@@ -153,5 +153,5 @@ def run_group(runner: Any, config: dict[str, Any], *, trial_id: str, trial_dir: 
         raise
     if "error" in outcome:
         if error:
-            raise TrainableError(error) from None
+            raise TrialFailedError(error) from None
         raise outcome["error"]

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from hpsearch.command.metrics import OutputReader
 from hpsearch.command.process import Finished, Launch
 from hpsearch.command.template import render
-from hpsearch.errors import TrainableError
+from hpsearch.errors import TrialFailedError
 from hpsearch.space.spec import Command, Spec
 
 __all__ = ["command_argv", "free_port", "judge", "launch_for", "reader_for", "torchrun_env"]
@@ -78,16 +78,17 @@ def reader_for(spec: Spec) -> OutputReader:
 
 
 def judge(spec: Spec, finished: Finished, reader: OutputReader, argv0: str) -> None:
-    """Raise the one-line error of a command that failed, or never reported."""
+    """Raise the one-line error (:class:`TrialFailedError`) of a command that failed or
+    never reported."""
     if finished.code is None:
         return  # stopped
     if finished.code != 0:
         how = f"exited with code {finished.code}"
         if finished.code > 128:
             how = f"was killed by signal {finished.code - 128}"
-        raise TrainableError(f"`{argv0}` {how}; its last lines: {finished.tail_text()}")
+        raise TrialFailedError(f"`{argv0}` {how}; its last lines: {finished.tail_text()}")
     if reader.reports == 0:
         metric = spec.objective.metric
         seen = ", ".join(sorted(reader.seen)) or "nothing"
-        raise TrainableError(f"`{argv0}` never reported {metric} (its output had metrics: "
+        raise TrialFailedError(f"`{argv0}` never reported {metric} (its output had metrics: "
                              f"{seen}); its last lines: {finished.tail_text()}")

@@ -50,7 +50,9 @@ def read_command(section: Mapping, report: Report, *, base_dir: str, resolve: bo
         return report.add(_PATH + ("cwd",), "command", f"`{where}` is not a directory; cwd "
                           "is relative to the space file's folder")
     if_exists, args = resume
-    return Command(argv=tuple(argv), metrics=tuple(metrics), resume_if_exists=if_exists,
+    inside = os.path.relpath(where, os.getcwd())
+    in_job = None if inside == ".." or inside.startswith("../") else inside
+    return Command(cwd_in_job=in_job, argv=tuple(argv), metrics=tuple(metrics), resume_if_exists=if_exists,
                    resume_args=tuple(args), cwd=where, env=tuple(env.items()), stop_grace_s=grace)
 
 

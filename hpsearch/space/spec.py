@@ -262,6 +262,9 @@ class Command:
         resume_if_exists: A file under ``{trial_dir}``: when a restarted trial finds it,
             ``resume_args`` are appended to the command.
         cwd: Where the command runs, absolute (the space file's folder by default).
+        cwd_in_job: ``cwd`` relative to the driver's working directory, when inside it: on a
+            node where ``cwd`` does not exist (``hpsearch submit`` unpacks the working
+            directory per node), the command runs there under the process's own one.
         env: Extra environment variables.
         stop_grace_s: Seconds between SIGTERM and SIGKILL when a trial is stopped.
     """
@@ -271,6 +274,7 @@ class Command:
     resume_if_exists: str | None = None
     resume_args: tuple[str, ...] = ()
     cwd: str = "."
+    cwd_in_job: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     stop_grace_s: float = 10.0
 

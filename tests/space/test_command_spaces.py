@@ -52,6 +52,7 @@ def test_a_command_space_is_valid_and_runs_the_words_it_says(space, tmp_path):
     assert isinstance(spec.trainable, Command) and spec.command is spec.trainable
     assert spec.command.cwd == str(tmp_path)  # the space file's folder
     assert spec.raw["trainable"]["cwd"] == str(tmp_path)  # a resumed sweep reads it there
+    assert spec.command.cwd_in_job is None  # outside the working directory
     config = spec.trial_config({"lr": 0.001, "warmup_iters": 10, "dtype": "bfloat16"})
     trial_dir = tmp_path / "trials" / "abc"
     argv = command_argv(spec, config, trial_id="abc", trial_dir=str(trial_dir))
@@ -62,6 +63,21 @@ def test_a_command_space_is_valid_and_runs_the_words_it_says(space, tmp_path):
     (trial_dir / "ckpt.pt").write_bytes(b"x")
     assert command_argv(spec, config, trial_id="abc", trial_dir=str(trial_dir))[-1] == \
         "--init_from=resume"
+
+
+def test_a_cwd_inside_the_working_directory_is_found_again_where_ray_unpacked_it(
+        space, tmp_path, monkeypatch):
+    from hpsearch.driver.trials.command_launch import command_cwd
+
+    monkeypatch.chdir(tmp_path.parent)
+    spec = load_space(space(COMMAND))
+    assert spec.command.cwd_in_job == tmp_path.name
+    unpacked = tmp_path / "node2"
+    (unpacked / tmp_path.name).mkdir(parents=True)
+    moved = type(spec.command)(**{**spec.command.__dict__, "cwd": "/no/such/folder"})
+    monkeypatch.chdir(unpacked)
+    assert command_cwd(moved) == str(unpacked / tmp_path.name)
+    assert command_cwd(spec.command) == str(tmp_path)  # where it exists, as written
 
 
 def test_lists_format_specs_literal_braces_and_a_seed_parameter(space):

@@ -17,7 +17,7 @@ from hpsearch.command.template import render
 from hpsearch.errors import TrialFailedError
 from hpsearch.space.spec import Command, Spec
 
-__all__ = ["command_argv", "free_port", "judge", "launch_for", "reader_for", "torchrun_env"]
+__all__ = ["command_argv", "command_cwd", "free_port", "judge", "launch_for", "reader_for", "torchrun_env"]
 
 
 def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
@@ -67,8 +67,16 @@ def launch_for(spec: Spec, config: Mapping[str, Any], *, trial_id: str, trial_di
     argv = command_argv(spec, config, trial_id=trial_id, trial_dir=trial_dir)
     with open(log, "a", encoding="utf-8") as f:
         f.write(f"# hpsearch {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n")
-    return Launch(argv=argv, cwd=command.cwd, env=full_env, log=log,
+    return Launch(argv=argv, cwd=command_cwd(command), env=full_env, log=log,
                   grace_s=command.stop_grace_s)
+
+
+def command_cwd(command: Command) -> str:
+    """Where the command runs on this node: ``cwd``, or the same folder of the job's working
+    directory where that path is not here (a working directory Ray unpacked per node)."""
+    if os.path.isdir(command.cwd) or command.cwd_in_job is None:
+        return command.cwd
+    return os.path.normpath(os.path.join(os.getcwd(), command.cwd_in_job))
 
 
 def reader_for(spec: Spec) -> OutputReader:

@@ -38,31 +38,22 @@ CASES = {
     "85M": {"n_layer": 12, "n_embd": 768, "n_head": 12, "block_size": 512, "batch_size": 32,
             "samples_per_epoch": 32 * 25},
 }
-#: (label, precision, TF32 matmuls)
-MODES = (("fp32 strict", "fp32", False), ("fp32 TF32", "fp32", True), ("bf16", "bf16", False),
-         ("fp16", "fp16", False))
+#: (label, precision): the harness sets TF32 from the precision on every trial
+MODES = (("fp32 strict", "fp32"), ("fp32 TF32", "tf32"), ("bf16", "bf16"), ("fp16", "fp16"))
 COMMON = {"lr": 3e-4, "epochs": 2, "warmup_steps": 5, "val_samples": 64, "checkpoint_every": 0,
           "corpus_bytes": 5_000_000, "use_gpu": True}
 COLUMNS = ("check", "model", "mode", "ms/step", "vs strict fp32", "tokens/s", "peak MB",
            "skipped", "val_loss", "verdict")
 
 
-def one_run(case: dict, precision: str, tf32: bool, **extra) -> dict:
+def one_run(case: dict, precision: str, **extra) -> dict:
     """Train charlm for 2 epochs in this process; the second epoch's speed, the peak."""
-    import torch
-
     from hpsearch.train import LocalSession, train
     from hpsearch.workloads import charlm
 
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    try:
-        session = LocalSession()
-        result = train({**COMMON, **case, "precision": precision, **extra}, charlm.WORKLOAD,
-                       session)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    session = LocalSession()
+    result = train({**COMMON, **case, "precision": precision, **extra}, charlm.WORKLOAD,
+                   session)
     last = session.reports[-1]
     return {"status": result.status, "reason": result.reason,
             "samples_per_s": last.get("samples_per_s"), "val_loss": last.get("val_loss"),
@@ -79,15 +70,15 @@ def params_of(case: dict) -> float:
 def precision_rows(reps: int) -> tuple[list[tuple], dict]:
     rows, seen = [], {}
     for name, case in CASES.items():
-        one_run(case, "bf16", False)  # warm the corpus cache, the allocator and the kernels
-        runs: dict[str, list[dict]] = {label: [] for label, _, _ in MODES}
+        one_run(case, "bf16")  # warm the corpus cache, the allocator and the kernels
+        runs: dict[str, list[dict]] = {label: [] for label, _ in MODES}
         for rep in range(reps):
-            for label, precision, tf32 in (MODES if rep % 2 == 0 else MODES[::-1]):
-                runs[label].append(one_run(case, precision, tf32))
+            for label, precision in (MODES if rep % 2 == 0 else MODES[::-1]):
+                runs[label].append(one_run(case, precision))
         model = f"charlm {params_of(case):.1f}M"
         batch, block = case["batch_size"], case["block_size"]
         strict = [r["samples_per_s"] for r in runs["fp32 strict"] if r["status"] == "completed"]
-        for label, _, _ in MODES:
+        for label, _ in MODES:
             done = [r for r in runs[label] if r["status"] == "completed"]
             if not done:
                 rows.append(("precision", model, label, "-", "-", "-", "-", "-", "-",
@@ -113,7 +104,7 @@ def _mb(value: float | None) -> str:
 
 
 def scaler_row() -> tuple[tuple, bool]:
-    run = one_run(CASES["10M"], "fp16", False, loss_scale_init=2.0 ** 24)
+    run = one_run(CASES["10M"], "fp16", loss_scale_init=2.0 ** 24)
     ok = (run["status"] == "completed" and run["skipped"] >= 1
           and math.isfinite(run["val_loss"]))
     return (("fp16 GradScaler", "charlm 10M", "fp16, init scale 2^24", "-", "-", "-",
@@ -125,7 +116,7 @@ def scaler_row() -> tuple[tuple, bool]:
 
 def peak_reset_row(seen: dict) -> tuple[tuple, bool]:
     """A 10M run after the 85M runs in this process must report the 10M peak again."""
-    again = one_run(CASES["10M"], "bf16", False)
+    again = one_run(CASES["10M"], "bf16")
     small, large = seen.get(("10M", "bf16")), seen.get(("85M", "bf16"))
     if again["status"] != "completed" or small is None or large is None:
         return (("peak memory reset", "10M after 85M", "bf16", "-", "-", "-", "-", "-", "-",

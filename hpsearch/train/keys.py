@@ -15,7 +15,9 @@ from typing import Any, Literal, Mapping
 
 __all__ = ["KEYS", "PRECISIONS", "HarnessConfig", "Key", "key_problem"]
 
-PRECISIONS = ("fp32", "bf16", "fp16")
+#: ``fp32`` is strict IEEE fp32 (no TF32 anywhere); ``tf32`` lets CUDA matmuls and
+#: convolutions use TF32 (Ampere and later); ``bf16`` and ``fp16`` run under autocast.
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)

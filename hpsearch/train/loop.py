@@ -11,8 +11,8 @@ each epoch. The config keys it reads are documented in ``docs/harness.md`` and c
 Each report (one ``session.report`` call, made by every rank with the same values) holds
 ``step``, ``epoch`` (an int at an epoch boundary), ``lr``, ``train_loss``, ``val_loss`` and
 the workload's ``val_<name>`` metrics, ``grad_norm``, ``samples_per_s``, ``peak_mem_mb``,
-``precision``, ``skipped_steps``, ``first_step_at`` and ``status`` (``running``; on the last
-report ``completed``, ``diverged`` or ``unsupported_precision``, the latter two with a
+``precision``, ``fp32_matmul``, ``skipped_steps``, ``first_step_at`` and ``status``
+(``running``; on the last report ``completed``, ``diverged`` or ``unsupported_precision``, the latter two with a
 ``reason``): ``docs/harness.md``, Reports, says what each means.
 """
 
@@ -89,6 +89,7 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             f"session says rank {session.world_rank} of {session.world_size} but torch.distributed "
             f"says rank {rank} of {world}; the runner must set up the process group first")
     device = training_device(cfg.use_gpu, session)
+    Precision(cfg.precision, device.type).apply()  # every trial: the flags are process-wide
     reason = unsupported_reason(cfg.precision, device)
     if reason is not None:
         metrics = _final_metrics(0, 0, cfg, "unsupported_precision", reason)
@@ -369,6 +370,7 @@ def _report(run: _Run, progress: _Progress, status: str, *, train_loss: float,
         "samples_per_s": samples_per_s,
         "peak_mem_mb": peak_mem_mb(run.device),
         "precision": run.cfg.precision,
+        "fp32_matmul": "tf32" if Precision(run.cfg.precision, run.device.type).tf32 else "ieee",
         "skipped_steps": skipped_steps(progress.step, run.optimizer, run.scaler),
         "status": status,
         "first_step_at": progress.first_step_at,

@@ -1,9 +1,14 @@
-"""Numeric precision: one path for fp32, bf16 and fp16 (nanoGPT style).
+"""Numeric precision: one path for fp32, tf32, bf16 and fp16 (nanoGPT style).
 
 The forward pass runs under ``torch.autocast`` for bf16 and fp16 (a ``nullcontext`` for
 fp32), and the backward pass always goes through a ``torch.amp.GradScaler`` that is
 enabled only for fp16. With the scaler disabled, ``scale``, ``unscale_``, ``step`` and
 ``update`` are pass-throughs, so the loop has no precision branches.
+
+TF32 is set on every trial, never left as the process had it (:meth:`Precision.apply`):
+the flags are process-wide, so a trial in a reused process would otherwise train with
+whatever an earlier trial, or the trainable's own code, chose. Only ``tf32`` turns it on;
+``fp32`` is strict, and so are the fp32 parts of a ``bf16`` or ``fp16`` trial.
 
 Autocast works on the CPU too (torch >= 2.4 runs both bf16 and fp16 there), and so does
 ``GradScaler("cpu")``. Whether the hardware can run a precision is asked with
@@ -21,9 +26,9 @@ import torch
 
 from hpsearch.train.keys import PRECISIONS  # the one list of precisions, re-exported here
 
-__all__ = ["PRECISIONS", "Precision", "unsupported_reason"]
+__all__ = ["PRECISIONS", "Precision", "set_tf32", "unsupported_reason"]
 
-_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+_DTYPES = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,7 @@ class Precision:
     """How the forward and backward passes run for one precision on one device type.
 
     Attributes:
-        name: ``"fp32"``, ``"bf16"`` or ``"fp16"``.
+        name: ``"fp32"``, ``"tf32"``, ``"bf16"`` or ``"fp16"``.
         device_type: ``"cpu"``, ``"cuda"``, ... (what ``torch.autocast`` takes).
     """
 
@@ -53,15 +58,39 @@ class Precision:
             return nullcontext()
         return torch.autocast(device_type=self.device_type, dtype=self.dtype)
 
+    @property
+    def tf32(self) -> bool:
+        """Whether fp32 matmuls and convolutions may use TF32 (CUDA only)."""
+        return self.name == "tf32" and self.device_type == "cuda"
+
+    def apply(self) -> str:
+        """Set the process's fp32 matmul and cuDNN precision for this trial; return it
+        (``tf32`` or ``ieee``, what the history records)."""
+        set_tf32(self.tf32)
+        return "tf32" if self.tf32 else "ieee"
+
     def grad_scaler(self, init_scale: float = 2.0**16) -> torch.amp.GradScaler:
         """A scaler that is enabled for fp16 only; bf16 has fp32's range and needs none."""
         return torch.amp.GradScaler(self.device_type, init_scale=init_scale, enabled=self.name == "fp16")
 
 
+def set_tf32(on: bool) -> None:
+    """TF32 on or off for CUDA matmuls and cuDNN, through one API only: torch 2.13 refuses
+    to read the flags once both the legacy ``allow_tf32`` and the newer ``fp32_precision``
+    were used, so the newer one is used wherever it exists, and nothing is read."""
+    if hasattr(torch.backends, "fp32_precision"):
+        value = "tf32" if on else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = value
+        torch.backends.cudnn.fp32_precision = value
+    else:  # torch before the fp32_precision API
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+
 def unsupported_reason(name: str, device: torch.device) -> str | None:
     """Why ``device`` cannot train in precision ``name``, or ``None`` if it can.
 
-    fp32 always runs. On CUDA, bf16 needs native support (compute capability 8.0+,
+    fp32 always runs; tf32 runs on CUDA GPUs of compute capability 8.0+. On CUDA, bf16 needs native support (compute capability 8.0+,
     ``torch.cuda.is_bf16_supported(including_emulation=False)``). Elsewhere the answer comes
     from running one small matmul under autocast on the device, so it reflects what this
     torch build and this machine really do.
@@ -71,6 +100,14 @@ def unsupported_reason(name: str, device: torch.device) -> str | None:
     """
     Precision(name, device.type)  # validates the name
     if name == "fp32":
+        return None
+    if name == "tf32":
+        if device.type != "cuda":
+            return f"tf32 is a CUDA GPU format (Ampere and later); on {device.type} use fp32"
+        if torch.cuda.get_device_capability(device) < (8, 0):
+            gpu = torch.cuda.get_device_name(device)
+            return f"tf32 needs compute capability >= 8.0; {gpu} has " + ".".join(
+                str(v) for v in torch.cuda.get_device_capability(device))
         return None
     if device.type == "cuda":
         if name == "bf16" and not _cuda_bf16_supported(device):

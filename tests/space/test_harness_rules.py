@@ -34,7 +34,7 @@ WD = "weight_decay: {type: float, low: 0.0, high: 0.1}"
         (sub("batch_size: 64", "batch_size: 0"), "params.batch_size", "range", ">= 1"),
         (sub("batch_size: 64", "batch_size: big"), "params.batch_size", "type", "must be a number"),
         (sub("batch_size: 64", "batch_size: 12.5"), "params.batch_size", "range", "integer"),
-        (sub("[fp32, bf16, fp16]", "[fp32, fp8]"), "params.precision.choices[1]", "choice", "fp32, bf16, fp16"),
+        (sub("[fp32, bf16, fp16]", "[fp32, fp8]"), "params.precision.choices[1]", "choice", "fp32, tf32, bf16, fp16"),
         (sub("warmup_steps: {type: int, low: 0, high: 400, step: 50}", "warmup_steps: {type: int, low: -50, high: 400, step: 50}"), "params.warmup_steps.low", "range", ">= 0"),
     ],
 )

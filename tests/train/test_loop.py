@@ -14,7 +14,7 @@ from .conftest import comparable
 
 REPORT_KEYS = {
     "step", "epoch", "lr", "train_loss", "val_loss", "val_accuracy", "grad_norm", "samples_per_s",
-    "peak_mem_mb", "precision", "skipped_steps", "status", "first_step_at",
+    "peak_mem_mb", "precision", "fp32_matmul", "skipped_steps", "status", "first_step_at",
 }
 TINY_LM = {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16, "samples_per_epoch": 96,
            "val_samples": 32, "corpus_bytes": 50_000, "batch_size": 32}
@@ -217,7 +217,7 @@ def test_charlm_trains_with_resampled_windows_per_epoch():
         ({"epochs": 1}, "config.lr: required"),
         ({"lr": 1e-3}, "one of epochs, max_steps is required"),
         ({"lr": -1.0, "epochs": 1}, r"config.lr: must be > 0 \(got -1\)"),
-        ({"lr": 1e-3, "epochs": 1, "precision": "fp8"}, "config.precision: must be one of fp32, bf16, fp16"),
+        ({"lr": 1e-3, "epochs": 1, "precision": "fp8"}, "config.precision: must be one of fp32, tf32, bf16, fp16"),
         ({"lr": 1e-3, "epochs": 1.5}, "config.epochs: must be an integer"),
         ({"lr": 1e-3, "epochs": 1, "min_lr": 1.0}, "config.min_lr: must be <= lr"),
         ({"lr": 1e-3, "epochs": 1, "batch_size": 4096}, "larger than the training set"),

@@ -18,7 +18,8 @@ def test_autocast_runs_matmuls_in_the_precision_dtype(name, dtype):
 
 
 def test_grad_scaler_is_enabled_for_fp16_only():
-    assert [Precision(p, "cpu").grad_scaler().is_enabled() for p in PRECISIONS] == [False, False, True]
+    enabled = {p: Precision(p, "cpu").grad_scaler().is_enabled() for p in PRECISIONS}
+    assert enabled == {"fp32": False, "tf32": False, "bf16": False, "fp16": True}
     assert Precision("fp16", "cpu").grad_scaler(init_scale=1024.0).get_scale() == 1024.0
 
 
@@ -36,12 +37,14 @@ def test_cpu_grad_scaler_skips_an_overflowing_step_and_halves_the_scale():
     assert scaler.get_scale() == 2.0**39
 
 
-def test_this_cpu_runs_every_precision():
-    assert [unsupported_reason(p, CPU) for p in PRECISIONS] == [None, None, None]
+def test_this_cpu_runs_every_precision_but_the_gpu_one():
+    reasons = {p: unsupported_reason(p, CPU) for p in PRECISIONS}
+    assert reasons.pop("tf32").startswith("tf32 is a CUDA GPU format")
+    assert reasons == {"fp32": None, "bf16": None, "fp16": None}
 
 
 def test_unknown_precision_is_a_config_error():
-    with pytest.raises(ValueError, match="precision: must be one of fp32, bf16, fp16"):
+    with pytest.raises(ValueError, match="precision: must be one of fp32, tf32, bf16, fp16"):
         unsupported_reason("fp8", CPU)
 
 

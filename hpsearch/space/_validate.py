@@ -292,7 +292,8 @@ def _read_trials(raw: Mapping, report: Report) -> Any:
 
 def _read_resources(raw: Mapping, report: Report) -> Any:
     path, section = _section(raw, report, "resources", ("workers", "use_gpu", "cpus_per_worker",
-                                                        "gpus_per_worker", "share", "warm_workers"))
+                                                        "gpus_per_worker", "share", "warm_workers",
+                                                        "collective_timeout"))
     if section is BAD:
         return BAD
     workers = report.integer(section, path, "workers", default=1, minimum=1, maximum=100_000)
@@ -301,6 +302,8 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
     gpus = report.number(section, path, "gpus_per_worker", default=None, minimum=0)
     share = report.number(section, path, "share", default=1.0, above=0)
     warm = report.flag(section, path, "warm_workers", default=True)
+    timeout = _read_time_budget(section.get("collective_timeout"), path, report,
+                                key="collective_timeout")
     if is_number(cpus) and cpus > 1 and cpus != int(cpus):
         cpus = report.add(path + ("cpus_per_worker",), "range", "must be a whole number when "
                           f"above 1; Ray splits only single CPUs (got {show(cpus)})")
@@ -322,12 +325,13 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
                           "one GPU, which NCCL refuses (\"Duplicate GPU detected\"); give "
                           "each worker a whole GPU (gpus_per_worker: 1), or share GPUs "
                           "between one-worker trials (workers: 1)")
-    if not ok(workers, use_gpu, cpus, gpus, share, warm):
+    if not ok(workers, use_gpu, cpus, gpus, share, warm, timeout):
         return BAD
     if gpus is None:
         gpus = 1 if use_gpu else 0
     return Resources(workers=workers, use_gpu=use_gpu, cpus_per_worker=cpus,
-                     gpus_per_worker=gpus, share=float(share), warm_workers=warm)
+                     gpus_per_worker=gpus, share=float(share), warm_workers=warm,
+                     collective_timeout_s=600.0 if timeout is None else timeout)
 
 
 def _read_budget(raw: Mapping, report: Report) -> Any:
@@ -341,21 +345,22 @@ def _read_budget(raw: Mapping, report: Report) -> Any:
     return Budget(time_s=seconds, deadline=deadline)
 
 
-def _read_time_budget(value: Any, path: tuple, report: Report) -> Any:
+def _read_time_budget(value: Any, path: tuple, report: Report, key: str = "time") -> Any:
+    """A duration (``budget.time``, ``resources.collective_timeout``) in seconds."""
     if value is None:
         return None
     if value is REJECTED:
         return BAD
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return report.add(path + ("time",), "type",
+        return report.add(path + (key,), "type",
                           f"expected a duration such as 8h, 1h30m or 3600 {got(value)}")
     try:
         seconds = parse_duration(value)
     except ValueError as exc:
         kind = "format" if isinstance(value, str) else "range"
-        return report.add(path + ("time",), kind, str(exc))
+        return report.add(path + (key,), kind, str(exc))
     if seconds > 365 * 86400:
-        return report.add(path + ("time",), "range",
+        return report.add(path + (key,), "range",
                           f"must be at most a year (got {show(value)})")
     return seconds
 

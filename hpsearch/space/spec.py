@@ -220,6 +220,9 @@ class Resources:
     gpus_per_worker: float = 0
     share: float = 1.0
     warm_workers: bool = True
+    #: Seconds a collective of a multi-worker Ray Train trial may wait before its process
+    #: group fails (Ray's default is 1800: a broken interface held the GPUs for hours).
+    collective_timeout_s: float = 600.0
 
     def per_worker(self) -> dict[str, float]:
         """Resources one worker holds."""

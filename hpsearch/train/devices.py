@@ -12,14 +12,59 @@ import torch.distributed as dist
 
 from hpsearch.train.session import Session
 
-__all__ = ["gather", "global_mean", "peak_mem_mb", "process_group", "seed_everything",
-           "training_device"]
+__all__ = ["FIRST_COLLECTIVE_S", "first_collective", "from_rank0", "gather", "global_mean", "peak_mem_mb",
+           "process_group", "seed_everything", "training_device"]
+
+#: How long the first all-reduce of a trial may take before the trial fails.
+FIRST_COLLECTIVE_S = 60.0
 
 
 def process_group() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def first_collective(device: torch.device, world: int, *, within_s: float = FIRST_COLLECTIVE_S
+                     ) -> None:
+    """A one-element all-reduce as training starts. A process group whose ranks cannot
+    reach each other (NCCL on an interface that does not connect the nodes, InfiniBand
+    misconfigured) fails here in ``within_s`` seconds with one line, not at the first
+    gradient all-reduce after the group's timeout.
+
+    Raises:
+        RuntimeError: The all-reduce did not complete in time, or gave a wrong sum.
+    """
+    if world <= 1:
+        return
+    import datetime
+
+    ones = torch.ones(1, device=device)
+    try:
+        dist.all_reduce(ones, async_op=True).wait(timeout=datetime.timedelta(seconds=within_s))
+        total = int(ones.item())
+    except RuntimeError as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise RuntimeError(
+            f"the first all-reduce between the {world} workers did not complete within "
+            f"{within_s:g} s ({first}). Across nodes this is most often NCCL on the wrong "
+            "network interface: set NCCL_SOCKET_IFNAME to the one the nodes reach each other "
+            "on (and NCCL_IB_DISABLE=1 without InfiniBand); `hpsearch doctor` checks it"
+        ) from None
+    if total != world:
+        raise RuntimeError(f"the first all-reduce between the {world} workers summed to "
+                           f"{total}, not {world}: the process group is broken")
+
+
+def from_rank0(value: Any, world: int) -> Any:
+    """Rank 0's ``value`` on every rank (a collective: every rank calls it). For choices
+    that must agree, such as which checkpoint to resume from: each rank listing a shared
+    folder itself could see an older listing (NFS)."""
+    if world <= 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def training_device(use_gpu: bool, session: Session) -> torch.device:

@@ -30,6 +30,7 @@ from torch.utils.data import DistributedSampler
 from hpsearch.train import checkpoint as ckpt
 from hpsearch.train.batches import batch_source, epochs_done, index_chunks
 from hpsearch.train.devices import (
+    first_collective,
     gather,
     global_mean,
     peak_mem_mb,
@@ -89,6 +90,7 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             f"session says rank {session.world_rank} of {session.world_size} but torch.distributed "
             f"says rank {rank} of {world}; the runner must set up the process group first")
     device = training_device(cfg.use_gpu, session)
+    first_collective(device, world)  # a group that cannot talk fails now, in one line
     Precision(cfg.precision, device.type).apply()  # every trial: the flags are process-wide
     reason = unsupported_reason(cfg.precision, device)
     if reason is not None:

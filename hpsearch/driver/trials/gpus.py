@@ -106,6 +106,9 @@ def release_cached_gpu_memory() -> None:
     (the next trial in this process, or another one at ``gpus_per_worker < 1``)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
+        import gc
+
+        gc.collect()  # a model in a reference cycle holds its memory until collected
         torch.cuda.empty_cache()
 
 

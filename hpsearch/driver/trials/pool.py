@@ -365,8 +365,8 @@ def warm_worker_loop(payload: dict[str, Any]) -> None:
     """``train_loop_per_worker`` of a warm group: train trial after trial (module doc)."""
     import ray
     import ray.train
-    import torch.distributed as dist
 
+    from hpsearch.train.devices import from_rank0
     from hpsearch.train.loop import train
 
     host = payload["host"]
@@ -374,11 +374,7 @@ def warm_worker_loop(payload: dict[str, Any]) -> None:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     after = -1
     while True:
-        msg = ray.get(host.next_job.remote(after)) if rank == 0 else None
-        if world > 1:
-            box = [msg]
-            dist.broadcast_object_list(box, src=0)
-            msg = box[0]
+        msg = from_rank0(ray.get(host.next_job.remote(after)) if rank == 0 else None, world)
         if msg.get("shutdown"):
             return
         if msg.get("idle"):

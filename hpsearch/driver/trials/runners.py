@@ -41,7 +41,7 @@ from hpsearch.space.spec import Spec
 from hpsearch.store.layout import SweepDir
 from hpsearch.workloads.resolve import load_trainable
 
-__all__ = ["InProcessRunner", "Runner", "TrainRunner", "trainable_of"]
+__all__ = ["InProcessRunner", "Runner", "TrainRunner", "train_then_release", "trainable_of"]
 
 # The Tune trial that drives a Ray Train run only waits on it, so it reserves no CPU (a
 # fraction would make two 1-CPU workers not fit on 2 CPUs). Tune refuses an empty
@@ -141,15 +141,12 @@ class InProcessRunner(Runner):
 
     def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
         from hpsearch.driver.trials.sessions import TuneSession
-        from hpsearch.train.loop import train
 
         require_cuda_if_asked(config)
         limit_threads(self.spec.resources.cpus_per_worker)
         store = CheckpointStore(sweep, trial_id, keep=self.spec.checkpoints.keep)
-        try:
-            train(config, trainable_of(self.spec.trainable), TuneSession(self.spec.objective, store))
-        finally:
-            release_cached_gpu_memory()  # Tune may run the next trial in this process
+        train_then_release(config, trainable_of(self.spec.trainable),
+                           TuneSession(self.spec.objective, store))
 
     def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
                   address: str | None = None,
@@ -164,6 +161,29 @@ class InProcessRunner(Runner):
                                keep=self.spec.checkpoints.keep)
         train(dict(config), trainable_of(self.spec.trainable), session)
         return session.reports
+
+
+def train_then_release(config: dict[str, Any], workload: Any, session: Any) -> None:
+    """Train, then give the trial's cached GPU memory back, for the next trial in this
+    process (Tune reuses one-worker trials' actors).
+
+    Tune stops a trial by raising ``SystemExit`` out of its report, and while that
+    exception is being handled its traceback still holds the training frames, so the
+    model: the memory is released only once the exception is gone, then the stop goes on.
+    """
+    from hpsearch.train.loop import train
+
+    stopped = False
+    try:
+        train(config, workload, session)
+    except SystemExit:
+        stopped = True
+    finally:
+        if not stopped:
+            release_cached_gpu_memory()
+    if stopped:  # the frames and the model went with the handled exception
+        release_cached_gpu_memory()
+        raise SystemExit(0)
 
 
 @dataclass(frozen=True)
@@ -190,16 +210,16 @@ class TrainRunner(Runner):
         from ray.train.torch import TorchConfig, TorchTrainer
 
         res = self.spec.resources
-        backend: dict[str, Any] = {}
-        if self.simulate_gpu and res.use_gpu:
-            # Ray Train picks NCCL whenever its workers hold GPUs; simulated ones train on
-            # the CPU, where only gloo works. The GPU reservations stay as they are.
-            backend["torch_config"] = TorchConfig(backend="gloo")
+        # Ray Train picks NCCL whenever its workers hold GPUs; simulated ones train on the
+        # CPU, where only gloo works. The GPU reservations stay as they are.
+        backend = "gloo" if self.simulate_gpu and res.use_gpu else None
         return TorchTrainer(
             loop, train_loop_config=loop_config,
             scaling_config=ScalingConfig(num_workers=self.n_workers, use_gpu=res.use_gpu,
                                          resources_per_worker=res.per_worker()),
-            run_config=run_config, **backend)
+            run_config=run_config,
+            torch_config=TorchConfig(backend=backend,
+                                     timeout_s=max(1, round(res.collective_timeout_s))))
 
     def _loop(self, config: Mapping[str, Any]) -> tuple[Callable, dict[str, Any]]:
         if self.harness:

@@ -134,7 +134,12 @@ class WarmSession:
             raise TrialStopped
 
     def latest_checkpoint_dir(self) -> str | None:
-        return self._store.latest()
+        """Rank 0's newest checkpoint, on every rank (another node's listing of the shared
+        folder may be stale)."""
+        from hpsearch.train.devices import from_rank0
+
+        return from_rank0(self._store.latest() if self.world_rank == 0 else None,
+                          self.world_size)
 
 
 def forward_to_tune(objective: Objective) -> Any:

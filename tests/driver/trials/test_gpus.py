@@ -92,3 +92,43 @@ def test_every_run_a_simulation_affects_says_so(monkeypatch):
     monkeypatch.delenv(SIMULATE_GPU_ENV)
     note_gpu_simulation(parse_space(space()), untouched, out)
     assert untouched == {"runs": [{}]} and out.getvalue().count("SIMULATED") == 1
+
+
+def test_a_stopped_trials_model_is_gone_when_its_memory_is_released(monkeypatch):
+    """Tune stops a trial with SystemExit out of its report; the release must come after
+    the exception (and the model its traceback holds) is gone."""
+    import gc
+    import weakref
+
+    import pytest
+
+    from hpsearch.driver.trials import runners
+    from hpsearch.train.session import LocalSession
+    from hpsearch.workloads.digits import WORKLOAD
+
+    models: list = []
+
+    class Tracked:
+        def __getattr__(self, name):
+            return getattr(WORKLOAD, name)
+
+        def build_model(self, config):
+            model = WORKLOAD.build_model(config)
+            models.append(weakref.ref(model))
+            return model
+
+    class Stopping(LocalSession):
+        def report(self, metrics, checkpoint_dir=None):
+            super().report(metrics, checkpoint_dir)
+            raise SystemExit(0)  # as tune.report does once Tune stopped the trial
+
+    alive_at_release: list = []
+
+    def release():
+        gc.collect()
+        alive_at_release.append([ref() is not None for ref in models])
+
+    monkeypatch.setattr(runners, "release_cached_gpu_memory", release)
+    with pytest.raises(SystemExit):
+        runners.train_then_release({"lr": 3e-3, "epochs": 3}, Tracked(), Stopping())
+    assert alive_at_release == [[False]]

@@ -38,6 +38,21 @@ def test_multi_worker_harness_trials_run_warm_unless_told_not_to():
     assert type(resolve_runner(parse_space(raw))) is TrainRunner  # calls ray.train itself
 
 
+def test_the_collective_timeout_reaches_every_ray_train_process_group(tmp_path):
+    """Cold and warm trials both build their trainer here; Ray's default was 1800 s."""
+    from ray.train import RunConfig
+
+    from hpsearch.driver.trials.resolve import resolve_runner
+
+    run_config = RunConfig(name="t", storage_path=str(tmp_path))
+    for resources in ({"workers": 2}, {"workers": 2, "warm_workers": False},
+                      {"workers": 2, "collective_timeout": "90s"}):
+        runner = resolve_runner(parse_space(warm_space(resources=resources)))
+        trainer = runner.trainer(lambda config: None, {}, run_config=run_config)
+        expected = 90 if "collective_timeout" in resources else 600
+        assert trainer.backend_config.timeout_s == expected
+
+
 class _Host:
     """Stands in for a group's host actor: records what the pool asks of it."""
 

@@ -1,0 +1,66 @@
+"""The loop's own collectives over a real two-process gloo group: the first all-reduce
+fails fast, in one line, when a rank never joins; rank 0's choice reaches every rank."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from hpsearch.train.devices import first_collective, from_rank0
+
+
+def _worker(rank: int, port: int, case: str, out: "mp.Queue") -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        if case == "absent" and rank == 1:
+            time.sleep(6)  # never joins the first all-reduce
+            return
+        t0 = time.monotonic()
+        try:
+            first_collective(torch.device("cpu"), 2, within_s=2)
+            out.put((rank, "ok", round(time.monotonic() - t0, 1)))
+        except RuntimeError as exc:
+            out.put((rank, str(exc), round(time.monotonic() - t0, 1)))
+            return
+        # Each rank "lists" the checkpoint folder differently; rank 0's answer wins.
+        out.put((rank, "choice", from_rank0(f"checkpoint_{9 - rank}", 2)))
+    finally:
+        if case != "absent":
+            dist.destroy_process_group()
+
+
+def run(case: str) -> list[tuple]:
+    from hpsearch.driver.trials.command_launch import free_port
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_worker, args=(r, port, case, out)) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+    found = []
+    while not out.empty():
+        found.append(out.get())
+    return sorted(found, key=str)
+
+
+def test_the_first_all_reduce_passes_and_rank_0_chooses_the_checkpoint():
+    found = run("both")
+    assert [f[:2] for f in found if f[1] == "ok"] == [(0, "ok"), (1, "ok")]
+    assert {f[2] for f in found if f[1] == "choice"} == {"checkpoint_9"}
+
+
+def test_a_rank_that_never_joins_fails_the_first_all_reduce_in_seconds():
+    (rank, message, seconds), = run("absent")
+    assert rank == 0 and seconds < 5
+    assert message.startswith("the first all-reduce between the 2 workers did not complete "
+                              "within 2 s") and "NCCL_SOCKET_IFNAME" in message

@@ -26,11 +26,23 @@ class Connection:
     resources: dict[str, float]
     started_local: bool
 
+    @property
+    def nodes(self) -> list[dict[str, float]]:
+        """Each live node's total resources (the plan fits trials node by node)."""
+        return node_resources()
+
     def close(self) -> None:
         import ray
 
         if ray.is_initialized():
             ray.shutdown()
+
+
+def node_resources() -> list[dict[str, float]]:
+    """The total resources of each live node of the connected cluster."""
+    import ray
+
+    return [dict(n.get("Resources", {})) for n in ray.nodes() if n.get("Alive")]
 
 
 # Set in every process of the job. Ray Train's controller advances its state machine once

@@ -14,13 +14,13 @@ import glob
 import math
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from hpsearch.errors import ClusterError
 from hpsearch.space.spec import Spec
 
-__all__ = ["Plan", "asha_expected_units", "local_resources", "make_plan", "plan_slots",
-           "simulated_asha_units"]
+__all__ = ["Plan", "asha_expected_units", "local_resources", "make_plan", "placement",
+           "plan_slots", "simulated_asha_units"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class Plan:
     asha_units: float  # the same under ASHA, as simulated (asha_expected_units)
     budget_worker_hours: float | None
     asha_range: tuple[float, float] | None = None  # 10th-90th percentile of the simulation
+    #: How a multi-worker trial's workers are placed: ``STRICT_PACK`` (one node) or ``PACK``.
+    placement: str = "STRICT_PACK"
 
     def lines(self, spec: Spec) -> list[str]:
         unit = spec.scheduler.unit
@@ -51,6 +53,11 @@ class Plan:
                 spread = f", {self.asha_range[0]:g}-{self.asha_range[1]:g} in 8 of 10 sweeps"
             out.append(f"with ASHA    ~{self.asha_units:g} worker-{unit}{spread} (more when "
                        "the search improves as it goes)")
+        if res.workers > 1:
+            out.append("placement    each trial on one node (STRICT_PACK)"
+                       if self.placement == "STRICT_PACK" else
+                       "placement    a trial is larger than any node: its workers spread over "
+                       "nodes and all-reduce over the network (PACK)")
         if spec.command is not None:
             out.append(f"command      {_example_command(spec)}")
         if self.budget_worker_hours is not None:
@@ -75,8 +82,23 @@ def _fmt_used(res: Mapping[str, float]) -> str:
     return ", ".join(f"{v:g} {k}" for k, v in res.items() if k in ("CPU", "GPU") and v)
 
 
+def _fits(demand: Mapping[str, float], resources: Mapping[str, float]) -> int:
+    """How many of ``demand`` fit in ``resources``."""
+    return min((math.floor(resources.get(res, 0.0) / need + 1e-9)
+                for res, need in demand.items() if need), default=0)
+
+
+def placement(spec: Spec, nodes: Sequence[Mapping[str, float]] | None) -> str:
+    """``STRICT_PACK`` when a whole trial fits on one node (its workers all-reduce over
+    the node's own links, never the network), else ``PACK`` (it must spread)."""
+    if nodes is None or any(_fits(spec.resources.per_trial(), n) >= 1 for n in nodes):
+        return "STRICT_PACK"
+    return "PACK"
+
+
 def plan_slots(
-    spec: Spec, cluster: Mapping[str, float], *, requested: int | None = None
+    spec: Spec, cluster: Mapping[str, float], *, requested: int | None = None,
+    nodes: Sequence[Mapping[str, float]] | None = None,
 ) -> int:
     """How many trials can run at once on ``cluster`` (Ray resource dict).
 
@@ -84,15 +106,17 @@ def plan_slots(
         spec: The validated space.
         cluster: Total resources, e.g. ``ray.cluster_resources()``.
         requested: An explicit ``max_concurrent`` (flag or file), checked against what fits.
+        nodes: Each node's resources. A trial that fits on one node runs on one node, so
+            the slots are counted node by node (two nodes of 3 CPUs hold two 2-CPU trials,
+            not three); a trial larger than every node spreads over the cluster's totals.
 
     Raises:
         ClusterError: Not even one trial fits, or ``requested`` exceeds what fits.
     """
     demand = spec.resources.per_trial()
-    fits = min(
-        (math.floor(cluster.get(res, 0.0) / need + 1e-9) for res, need in demand.items() if need),
-        default=0,
-    )
+    fits = _fits(demand, cluster)
+    if nodes and placement(spec, nodes) == "STRICT_PACK":
+        fits = min(fits, sum(_fits(demand, n) for n in nodes))
     if fits < 1:
         raise ClusterError(
             f"the cluster cannot fit one trial: each trial needs {_fmt(demand)} "
@@ -178,8 +202,9 @@ def simulated_asha_units(spec: Spec, quality: list[float], *, slots: int = 1) ->
     return units * spec.resources.workers
 
 
-def make_plan(spec: Spec, cluster: Mapping[str, float], *, max_concurrent: int | None = None) -> Plan:
-    slots = plan_slots(spec, cluster, requested=max_concurrent)
+def make_plan(spec: Spec, cluster: Mapping[str, float], *, max_concurrent: int | None = None,
+              nodes: Sequence[Mapping[str, float]] | None = None) -> Plan:
+    slots = plan_slots(spec, cluster, requested=max_concurrent, nodes=nodes)
     worst = spec.trials.num * spec.scheduler.max_t * spec.resources.workers
     asha, spread = worst, None
     if spec.scheduler.type == "asha":
@@ -189,7 +214,7 @@ def make_plan(spec: Spec, cluster: Mapping[str, float], *, max_concurrent: int |
     if spec.budget.time_s:
         budget = spec.budget.time_s / 3600 * slots * spec.resources.workers
     return Plan(slots, spec.scheduler.rungs(), spec.resources.per_trial(), dict(cluster), worst,
-                asha, budget, spread)
+                asha, budget, spread, placement=placement(spec, nodes))
 
 
 def local_resources() -> dict[str, float]:

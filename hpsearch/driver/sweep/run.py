@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import replace
 from typing import Any, Iterator, Sequence
 
 from hpsearch.driver.cluster.preflight import note_gpu_simulation, require_cuda_on_gpu_nodes
@@ -70,7 +71,8 @@ def run_sweep(
         return SweepResult(sweep.path, "planned", plan)
     exists = False if dry_run else sweeps.check_new(sweep, overwrite=overwrite)
     with _connected(address, verbose, stream) as conn:
-        plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent)
+        plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent, nodes=conn.nodes)
+        runner = replace(runner, placement=plan.placement)
         if dry_run:
             return SweepResult(sweep.path, "planned", plan)
         require_cuda_on_gpu_nodes(spec)
@@ -133,7 +135,8 @@ def resume_sweep(
     runner = resolve_runner(spec)
     _stop_orphans(manifest, stream)
     with _connected(address, verbose, stream) as conn:
-        plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent)
+        plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent, nodes=conn.nodes)
+        runner = replace(runner, placement=plan.placement)
         require_cuda_on_gpu_nodes(spec)
         unfinished = reconcile(records, recorded)
         if extended:  # the sweep's space as now run

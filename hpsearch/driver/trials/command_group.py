@@ -122,7 +122,8 @@ def run_group(runner: Any, config: dict[str, Any], *, trial_id: str, trial_dir: 
                            "trial_id": trial_id, "trial_dir": trial_dir},
         backend_config=CommandBackendConfig(),
         scaling_config=ScalingConfig(num_workers=runner.n_workers, use_gpu=res.use_gpu,
-                                     resources_per_worker=res.per_worker()),
+                                     resources_per_worker=res.per_worker(),
+                                     placement_strategy=runner.placement),
         run_config=RunConfig(name=f"train-{trial_id}", storage_path=storage,
                              failure_config=FailureConfig(
                                  max_failures=runner.spec.trials.max_failures,

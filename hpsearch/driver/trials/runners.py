@@ -66,6 +66,9 @@ class Runner:
     reuse_actors: ClassVar[bool] = False
     #: Whether its trials run Ray Train worker groups (which a dead controller can leak).
     uses_worker_groups: ClassVar[bool] = True
+    #: Where a multi-worker trial's workers go: ``STRICT_PACK`` (one node: the plan says
+    #: whether a trial fits on one) or ``PACK``.
+    placement: str = "STRICT_PACK"
 
     @property
     def workers(self) -> int:
@@ -216,7 +219,8 @@ class TrainRunner(Runner):
         return TorchTrainer(
             loop, train_loop_config=loop_config,
             scaling_config=ScalingConfig(num_workers=self.n_workers, use_gpu=res.use_gpu,
-                                         resources_per_worker=res.per_worker()),
+                                         resources_per_worker=res.per_worker(),
+                                         placement_strategy=self.placement),
             run_config=run_config,
             torch_config=TorchConfig(backend=backend,
                                      timeout_s=max(1, round(res.collective_timeout_s))))

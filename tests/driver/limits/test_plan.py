@@ -102,3 +102,37 @@ def test_asha_estimate_is_above_the_nominal_rate_as_real_sweeps_were():
     assert plan.asha_units == asha_expected_units(make_spec(num=9), slots=2)[0]
 
 
+
+
+def test_a_trial_that_fits_on_one_node_is_planned_and_placed_on_one_node():
+    from hpsearch.driver.limits.plan import placement
+
+    two_gpu_trial = make_spec(workers=2, gpu=True, gpus=1.0)
+    nodes = [{"CPU": 8.0, "GPU": 3.0}, {"CPU": 8.0, "GPU": 3.0}]
+    cluster = {"CPU": 16.0, "GPU": 6.0}
+    assert plan_slots(two_gpu_trial, cluster) == 3  # by totals: one would straddle nodes
+    assert plan_slots(two_gpu_trial, cluster, nodes=nodes) == 2  # node by node
+    assert placement(two_gpu_trial, nodes) == "STRICT_PACK"
+    plan = make_plan(two_gpu_trial, cluster, nodes=nodes)
+    assert plan.placement == "STRICT_PACK"
+    assert "placement    each trial on one node (STRICT_PACK)" in plan.lines(two_gpu_trial)
+    # Four GPUs a trial: no node has them, so the trial spreads, counted by totals.
+    four = make_spec(workers=4, gpu=True, gpus=1.0)
+    assert placement(four, nodes) == "PACK" and plan_slots(four, cluster, nodes=nodes) == 1
+    assert any("larger than any node" in ln for ln in make_plan(four, cluster, nodes=nodes)
+               .lines(four))
+
+
+def test_the_runner_places_its_workers_as_planned(tmp_path):
+    from dataclasses import replace
+
+    from ray.train import RunConfig
+
+    from hpsearch.driver.trials.runners import TrainRunner
+
+    runner = TrainRunner(make_spec(workers=2), n_workers=2)
+    config = RunConfig(name="t", storage_path=str(tmp_path))
+    for strategy in ("STRICT_PACK", "PACK"):
+        trainer = replace(runner, placement=strategy).trainer(lambda c: None, {},
+                                                              run_config=config)
+        assert trainer.scaling_config.placement_strategy == strategy

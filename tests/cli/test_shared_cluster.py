@@ -18,6 +18,8 @@ from hpsearch.store.layout import SweepDir
 
 from .cluster import ray_cluster
 
+QUICKSTART = Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml"
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 SPACE = """\
@@ -96,6 +98,15 @@ def test_two_sweeps_share_a_two_node_cluster_fairly_and_both_finish(tmp_path, no
             a.kill()
             b.kill()
             samples = sampler.stop()
+        # The plan reads the nodes one by one: two workers fit on one node of 2 CPUs and
+        # stay there; three fit on none and must spread.
+        for workers, line in ((2, "each trial on one node (STRICT_PACK)"),
+                              (3, "larger than any node")):
+            plan = subprocess.run(
+                [sys.executable, "-m", "hpsearch", "run", str(QUICKSTART), "--dry-run",
+                 "--address", cluster.address, "--set", f"resources.workers={workers}"],
+                cwd=tmp_path, env=cluster.env, capture_output=True, text=True, timeout=120)
+            assert plan.returncode == 0 and line in plan.stdout, plan.stdout + plan.stderr
     (tmp_path.parent / "shares-observed.jsonl").write_text(
         "\n".join(json.dumps(s) for s in samples))  # kept for the closing note
     assert a.returncode == 0, out_a[-3000:]

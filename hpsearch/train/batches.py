@@ -56,7 +56,12 @@ def batch_source(device: torch.device, num_workers: int):
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
+    """``batch`` on ``device``. A CPU tensor bound for CUDA is pinned first, so that its copy
+    is asynchronous and overlaps the step before it (nanoGPT's ``pin_memory().to(...,
+    non_blocking=True)``); from pageable memory ``non_blocking`` copies synchronously."""
     if isinstance(batch, torch.Tensor):
+        if device.type == "cuda" and batch.device.type == "cpu":
+            batch = batch.pin_memory()
         return batch.to(device, non_blocking=True)
     if isinstance(batch, (tuple, list)):
         return type(batch)(to_device(b, device) for b in batch)

@@ -117,6 +117,9 @@ def test_doctor_names_the_node_whose_storage_is_not_the_shared_one(tmp_path, two
     assert "writable, sees the marker" in storage_lines[0]
     assert "(test override)" in storage_lines[1] and "NOT writable" in storage_lines[1]
     assert not list(shared.iterdir())  # the marker is gone
+    # A real all-reduce between the two nodes (gloo: their GPUs are declared, not real).
+    assert any(re.match(r"an all-reduce over gloo between the 2 nodes \(rooted on [0-9.]+\): "
+                        r"[0-9.]+ s$", ln) for ln in lines), lines
 
     # run --preflight stops there, before the sweep starts.
     space = tmp_path / "space.yaml"

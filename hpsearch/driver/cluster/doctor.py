@@ -12,7 +12,9 @@ one node, looked for by all, and then removed.
 Per node: Python, Ray, torch and hpsearch versions; CUDA, the GPUs, the driver's CUDA
 version against torch's; NCCL and the network interface it would use; the storage
 (exists, its filesystem, writable, the same files as the other nodes, free space); its
-clock against the head's; Ray's token authentication.
+clock against the head's; Ray's token authentication. Between the nodes: one real
+all-reduce, over NCCL when every node has a GPU, else gloo
+(:mod:`hpsearch.driver.cluster.doctor_collective`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from hpsearch.driver.cluster.doctor_collective import all_reduce_between_nodes
 from hpsearch.driver.cluster.doctor_node import (
     MARKER_PREFIX,
     TEST_NODE_STORAGE_ENV,
@@ -58,6 +61,8 @@ class DoctorReport:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     simulate_gpu: bool = False
+    #: The all-reduce between the nodes, when it worked (``None``: one node, or it failed).
+    collective: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -70,6 +75,8 @@ class DoctorReport:
         for node in self.nodes:
             out.append(node_label(node) + ("  head" if node.get("head") else ""))
             out += ["  " + line for line in _node_lines(node)]
+        if self.collective:
+            out.append(self.collective)
         for title, items in (("problems", self.problems), ("warnings", self.warnings)):
             if items:
                 out.append(f"{title} ({len(items)}):")
@@ -80,7 +87,8 @@ class DoctorReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"storage": self.storage, "nodes": self.nodes, "problems": self.problems,
-                "warnings": self.warnings, "simulate_gpu": self.simulate_gpu}
+                "warnings": self.warnings, "simulate_gpu": self.simulate_gpu,
+                "collective": self.collective}
 
 
 def _node_lines(node: Mapping[str, Any]) -> list[str]:
@@ -156,6 +164,8 @@ def run_doctor(*, address: str | None = None, storage: str | None = None,
         if storage:
             problems += _compare_storage(nodes, timeout_s)
         _measure_clocks(nodes, timeout_s)
+        collective, broken = all_reduce_between_nodes(nodes)
+        problems += [broken] if broken else []
     finally:
         if owned:
             ray.shutdown()
@@ -164,7 +174,7 @@ def run_doctor(*, address: str | None = None, storage: str | None = None,
     simulate = simulating_gpus()
     found, warnings = diagnose(nodes, driver=driver, storage=storage, simulate_gpu=simulate,
                                expected_nodes=expected_nodes, dead=dead)
-    return DoctorReport(nodes, storage, problems + found, warnings, simulate)
+    return DoctorReport(nodes, storage, problems + found, warnings, simulate, collective)
 
 
 def require_healthy_cluster(*, address: str | None, storage: str | None, stream: Any) -> None:

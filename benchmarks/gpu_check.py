@@ -167,7 +167,7 @@ def nccl_row() -> tuple[tuple, bool]:
     import torch
     import torch.distributed as dist
 
-    from hpsearch.driver.trials.command_launch import free_port
+    from hpsearch.driver.cluster.connect import free_port
 
     mode = "all-reduce, broadcast"
     try:

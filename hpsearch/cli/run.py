@@ -127,4 +127,4 @@ def print_summary(result, spec) -> None:
     sweep = SweepDir.of(result.sweep_dir)
     click.echo(f"tables:    {sweep.trials}, {sweep.history.name} (hpsearch.read_trials)")
     if spec.command is not None:
-        click.echo(f"logs:      {sweep.trial_dir('x').parent}/<trial_id>/output.log")
+        click.echo(f"logs:      {sweep.trial_dirs}/<trial_id>/output.log")

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -88,6 +89,8 @@ def run_command(launch: Launch, on_line: Callable[[str], None], *,
     argv = [sys.executable, "-S", _SUPERVISOR, str(launch.grace_s), str(os.getpid()), "--",
             *launch.argv]
     log = open(launch.log, "a", encoding="utf-8", errors="replace") if launch.log else None
+    if log is not None:  # each start of the command says what it ran
+        log.write(f"# hpsearch {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(launch.argv)}\n")
     last: collections.deque[str] = collections.deque(maxlen=tail)
     proc = subprocess.Popen(argv, cwd=launch.cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -113,7 +113,7 @@ class AccountingSections(SectionContext):
                 ["host", ", ".join(f"{k} {v}" for k, v in host.items()) or "n/a"],
                 ["seed", str(m.get("seed"))],
                 ["tables", f"{self.data.sweep.trials}, {self.data.sweep.history.name}"]]
-        logs = self.data.sweep.trial_dir("x").parent
+        logs = self.data.sweep.trial_dirs
         if logs.is_dir():  # a command trainable's trials keep their output there
             rows.append(["trial output", f"{logs}/<trial_id>/output.log"])
         sec.blocks.append(Table(["", ""], rows, wrap={1}))

@@ -302,7 +302,7 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
     gpus = report.number(section, path, "gpus_per_worker", default=None, minimum=0)
     share = report.number(section, path, "share", default=1.0, above=0)
     warm = report.flag(section, path, "warm_workers", default=True)
-    timeout = _read_time_budget(section.get("collective_timeout"), path, report,
+    timeout = _read_duration(section.get("collective_timeout"), path, report,
                                 key="collective_timeout")
     if is_number(cpus) and cpus > 1 and cpus != int(cpus):
         cpus = report.add(path + ("cpus_per_worker",), "range", "must be a whole number when "
@@ -338,14 +338,14 @@ def _read_budget(raw: Mapping, report: Report) -> Any:
     path, section = _section(raw, report, "budget", ("time", "deadline"))
     if section is BAD:
         return BAD
-    seconds = _read_time_budget(section.get("time"), path, report)
+    seconds = _read_duration(section.get("time"), path, report)
     deadline = _read_deadline(section.get("deadline"), path, report)
     if not ok(seconds, deadline):
         return BAD
     return Budget(time_s=seconds, deadline=deadline)
 
 
-def _read_time_budget(value: Any, path: tuple, report: Report, key: str = "time") -> Any:
+def _read_duration(value: Any, path: tuple, report: Report, key: str = "time") -> Any:
     """A duration (``budget.time``, ``resources.collective_timeout``) in seconds."""
     if value is None:
         return None

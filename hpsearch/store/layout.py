@@ -327,10 +327,15 @@ class SweepDir:
         """Where a one-worker (in-process) trial keeps its checkpoints."""
         return self.checkpoints / check_trial_id(trial_id)
 
+    @property
+    def trial_dirs(self) -> Path:
+        """Where command trials keep their folders (:meth:`trial_dir`)."""
+        return self.path / "trials"
+
     def trial_dir(self, trial_id: str) -> Path:
         """A command trial's own folder (``{trial_dir}``): its script's files and its
         output (``output.log``), kept across its restarts."""
-        return self.path / "trials" / check_trial_id(trial_id)
+        return self.trial_dirs / check_trial_id(trial_id)
 
     def train_run_name(self, trial_id: str) -> str:
         """The Ray Train run name of a multi-worker trial (a folder under :attr:`train`)."""

@@ -108,7 +108,7 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
 
 def _logs(sweep: SweepDir) -> str | None:
     """Where the trials' own output is (command trainables), or ``None``."""
-    folder = sweep.trial_dir("x").parent
+    folder = sweep.trial_dirs
     return os.path.join(folder, "<trial_id>", "output.log") if folder.is_dir() else None
 
 

@@ -37,7 +37,7 @@ def _worker(rank: int, port: int, case: str, out: "mp.Queue") -> None:
 
 
 def run(case: str) -> list[tuple]:
-    from hpsearch.driver.trials.command_launch import free_port
+    from hpsearch.driver.cluster.connect import free_port
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

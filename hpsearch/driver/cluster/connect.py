@@ -38,6 +38,15 @@ class Connection:
             ray.shutdown()
 
 
+def free_port() -> int:
+    """A TCP port nothing on this node listens on now (a process group's root)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
 def node_resources() -> list[dict[str, float]]:
     """The total resources of each live node of the connected cluster."""
     import ray

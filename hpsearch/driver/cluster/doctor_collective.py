@@ -21,14 +21,11 @@ class Peer:
 
     def address(self) -> tuple[str, int]:
         """This node's address and a port nothing listens on now: the group's root."""
-        import socket
-
         import ray
 
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return ray.util.get_node_ip_address(), port
+        from hpsearch.driver.cluster.connect import free_port
+
+        return ray.util.get_node_ip_address(), free_port()
 
     def all_reduce(self, master: tuple[str, int], rank: int, world: int, backend: str,
                    within_s: float) -> dict[str, Any]:

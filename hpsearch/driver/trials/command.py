@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from hpsearch.command.process import run_command
+from hpsearch.driver.cluster.connect import free_port
 from hpsearch.driver.trials.command_launch import (
-    free_port,
     judge,
     launch_for,
     reader_for,

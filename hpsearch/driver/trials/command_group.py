@@ -69,8 +69,8 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
     from ray.train.collective import broadcast_from_rank_zero
 
     from hpsearch.command.process import run_command
-    from hpsearch.driver.trials.command_launch import (free_port, judge, launch_for,
-                                                       reader_for, torchrun_env)
+    from hpsearch.driver.cluster.connect import free_port
+    from hpsearch.driver.trials.command_launch import judge, launch_for, reader_for, torchrun_env
 
     runner, relay = payload["runner"], payload["relay"]
     ctx = ray.train.get_context()

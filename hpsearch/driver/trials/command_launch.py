@@ -5,9 +5,7 @@ functions, shared by the one-process runner and the Ray Train group."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
-import time
 import zlib
 from typing import Any, Mapping
 
@@ -17,7 +15,7 @@ from hpsearch.command.template import render
 from hpsearch.errors import TrialFailedError
 from hpsearch.space.spec import Command, Spec
 
-__all__ = ["command_argv", "command_cwd", "free_port", "judge", "launch_for", "reader_for", "torchrun_env"]
+__all__ = ["command_argv", "command_cwd", "judge", "launch_for", "reader_for", "torchrun_env"]
 
 
 def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
@@ -48,13 +46,6 @@ def torchrun_env(*, rank: int, local_rank: int, world: int, local_world: int, no
             "MASTER_PORT": str(master[1])}
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now (for ``MASTER_PORT``)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 def launch_for(spec: Spec, config: Mapping[str, Any], *, trial_id: str, trial_dir: str,
                env: Mapping[str, str], rank: int = 0) -> Launch:
     """How one rank of trial ``trial_id`` starts."""
@@ -65,8 +56,6 @@ def launch_for(spec: Spec, config: Mapping[str, Any], *, trial_id: str, trial_di
                 "HPSEARCH_TRIAL_ID": trial_id, "HPSEARCH_TRIAL_DIR": trial_dir}
     log = os.path.join(trial_dir, "output.log" if rank == 0 else f"output-rank{rank}.log")
     argv = command_argv(spec, config, trial_id=trial_id, trial_dir=trial_dir)
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(f"# hpsearch {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n")
     return Launch(argv=argv, cwd=command_cwd(command), env=full_env, log=log,
                   grace_s=command.stop_grace_s)
 

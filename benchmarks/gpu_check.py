@@ -12,8 +12,13 @@ Prints one table:
   process (as a reused Tune actor does) reports its own peak, not the large one's;
 * a one-rank NCCL process group: all-reduce and broadcast, and the NCCL version;
 * checkpoint and resume on CUDA, per precision;
-* a 4-trial ASHA sweep of one-worker trials on the GPU(s), through ``run_sweep``;
-* with 2 or more GPUs, a 4-trial ASHA sweep of 2-worker DDP trials (NCCL);
+* host syncs per training step, counted by ``torch.cuda.set_sync_debug_mode``;
+* the share of an epoch at ``search_spaces/gpu-ddp.yaml``'s shape spent on reports and
+  checkpoints instead of steps (``benchmarks/report_share.py``'s measurement, on CUDA);
+* a 4-trial ASHA sweep of one-worker trials on the GPU(s), through ``run_sweep``, whose
+  reused (warm) actors lose one worker process mid-trial (``benchmarks/_dies_once.py``):
+  the trial continues from its checkpoint and nothing is failed;
+* with 2 or more GPUs, the same with 2-worker DDP trials on warm worker groups (NCCL);
 * no CUDA memory left allocated at the end.
 
 What one machine cannot check (DDP with 1 GPU, NCCL between nodes) is a row that says
@@ -54,9 +59,16 @@ CHECKS = (
                       "broadcast give the right values; the NCCL version"),
     ("checkpoint + resume", "per precision, a run checkpoints on CUDA and a second run "
                             "resumes from it at the next epoch with a finite loss"),
-    ("sweep", "a 4-trial ASHA sweep of one-worker trials through run_sweep: each trial on "
-              "its own GPU id, peak memory per trial reset; with 2+ GPUs the same with "
-              "2-worker DDP trials over NCCL (NOT COVERED with 1 GPU)"),
+    ("host syncs", "per precision, the CUDA syncs per training step between a 32- and a "
+                   "96-step run (set_sync_debug_mode): at most the divergence check's one per "
+                   "32 steps"),
+    ("report share", "at gpu-ddp.yaml's shape, the share of an epoch spent on the report's "
+                     "evaluation and on checkpoints (write + copy to storage): under 5%"),
+    ("sweep", "a 4-trial ASHA sweep of one-worker trials in warm (reused) actors through "
+              "run_sweep, one worker process killed mid-trial: it continues from its "
+              "checkpoint, no trial failed, each trial on its own GPU id, peak memory per "
+              "trial reset; with 2+ GPUs the same with 2-worker DDP trials on warm worker "
+              "groups over NCCL (NOT COVERED with 1 GPU)"),
     ("memory left", "after every check, no CUDA memory is still allocated in this process"),
     ("NCCL between nodes", "NOT COVERED here (one machine): needs a sweep of 2-node trials "
                            "on the cluster"),
@@ -215,6 +227,61 @@ def resume_rows(precisions: list[str]) -> list[tuple[tuple, bool]]:
     return rows
 
 
+def syncs_rows(precisions: list[str]) -> list[tuple[tuple, bool]]:
+    """Per precision: CUDA syncs per step, from the difference of a 32- and a 96-step run
+    (what both share, building, evaluating and reporting, cancels out)."""
+    import warnings
+
+    import torch
+
+    limit = 1 / 32 + 1 / 64  # the divergence check: one sync per diverge_window (32) steps
+    rows = []
+    for precision in precisions:
+        counts, status = {}, "completed"
+        for steps in (32, 32, 96):  # the first 32-step run warms kernels and allocators
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                torch.cuda.set_sync_debug_mode("warn")
+                try:
+                    run = one_run(CASES["10M"], precision, epochs=1, samples_per_epoch=64 * steps)
+                finally:
+                    torch.cuda.set_sync_debug_mode(0)
+            counts[steps] = sum("synchroniz" in str(w.message) for w in seen)
+            status = run["status"] if run["status"] != "completed" else status
+        per_step = (counts[96] - counts[32]) / 64
+        ok = status == "completed" and per_step <= limit
+        rows.append((("host syncs", "charlm 10M", precision, "-", "-", "-", "-", "-", "-",
+                      f"{'PASS' if ok else 'FAIL'}: {per_step:.3f} per step ({counts[32]} in 32 "
+                      f"steps, {counts[96]} in 96; at most {limit:.3f})"
+                      + ("" if status == "completed" else f"; {status}")), ok))
+    return rows
+
+
+def share_row(storage: str) -> tuple[tuple, bool]:
+    """gpu-ddp.yaml's shape on this GPU: one rank's steps, report and checkpoint."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks import report_share
+
+    shape = report_share.shipped_shape()
+    batch, val = report_share.per_rank(shape)
+    model = "charlm (gpu-ddp.yaml)"
+    try:
+        cost = report_share.costs(shape, batch=batch, val=int(val), steps=30, precision="bf16",
+                                  use_gpu=True)
+        ckpt_s, mb = report_share.checkpoint_seconds(shape, storage, device="cuda")
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        return (("report share", model, "bf16", "-", "-", "-", "-", "-", "-",
+                 f"FAIL: {type(exc).__name__}: {exc}"[:200]), False)
+    share = report_share.epoch_share(shape, batch * cost["train_s_per_sample"],
+                                     val * cost["val_s_per_sample"], ckpt_s)
+    total = share["report_pct"] + share["checkpoint_pct"]
+    ok = total <= 5
+    return (("report share", model, "bf16", f"{share['step_ms']:.1f}", "-", "-", "-", "-", "-",
+             f"{'PASS' if ok else 'FAIL'}: reports {share['report_pct']:.1f}% + checkpoints "
+             f"{share['checkpoint_pct']:.1f}% of a {share['epoch_s']:.0f}-s epoch ({mb:.0f} MB "
+             f"in {ckpt_s:.1f} s every {shape['checkpoint_every']} epochs; goal <= 5%)"), ok)
+
+
 def memory_row() -> tuple[tuple, bool]:
     import gc
 
@@ -233,21 +300,25 @@ def not_covered(check: str, mode: str, why: str) -> tuple[tuple, None]:
     return ((check, "-", mode, "-", "-", "-", "-", "-", "-", f"NOT COVERED: {why}"), None)
 
 
-def sweep_space(name: str, *, workers: int, precision: str) -> dict:
+def sweep_space(name: str, *, workers: int, precision: str, die_once_file: str) -> dict:
+    """4 trials of 3 epochs of 20 steps; the first trial to reach step 30 (mid-epoch 2,
+    after its epoch-1 checkpoint) loses its worker process once."""
     params = {"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
               "n_layer": 6, "n_head": 4, "block_size": 256, "batch_size": 64,
               "samples_per_epoch": 64 * 20, "val_samples": 64, "corpus_bytes": 2_000_000,
-              "precision": precision, "checkpoint_every": 0}
+              "precision": precision, "checkpoint_every": 1,
+              "die_once_file": die_once_file, "die_at_step": 30}
     if workers == 1:  # two model sizes, so a small trial may follow a large one in an actor
         params["n_embd"] = {"type": "categorical", "choices": [384, 128]}
     else:
         params["n_embd"] = 384
-    return {"name": name, "trainable": "charlm",
+    return {"name": name, "trainable": "benchmarks._dies_once:WORKLOAD",
             "objective": {"metric": "val_loss", "mode": "min"}, "params": params,
             "search": {"algorithm": "random", "seed": 0},
             "scheduler": {"type": "asha", "max_t": 3, "grace_period": 1, "reduction_factor": 2},
-            "trials": {"num": 4, "max_concurrent": "auto", "max_failures": 0},
-            "resources": {"workers": workers, "use_gpu": True, "cpus_per_worker": 1}}
+            "trials": {"num": 4, "max_concurrent": "auto", "max_failures": 1},
+            "resources": {"workers": workers, "use_gpu": True, "cpus_per_worker": 1,
+                          "warm_workers": True}}
 
 
 def sweep_row(workers: int, precision: str, storage: str) -> tuple[tuple, bool]:
@@ -257,11 +328,12 @@ def sweep_row(workers: int, precision: str, storage: str) -> tuple[tuple, bool]:
 
     label = (f"ASHA sweep, 4 x {workers} worker(s)" + (" (NCCL)" if workers > 1 else
                                                       " (in the Tune actor)"))
+    marker = os.path.join(storage, f"died-{workers}w.json")
     out = io.StringIO()
     started = time.perf_counter()
     try:
         result = run_sweep(parse_space(sweep_space(f"gpu-check-{workers}w", workers=workers,
-                                                   precision=precision)),
+                                                   precision=precision, die_once_file=marker)),
                            storage=storage, stream=out)
     except Exception as exc:  # noqa: BLE001 - reported in the table
         print(out.getvalue(), file=sys.stderr)
@@ -274,6 +346,9 @@ def sweep_row(workers: int, precision: str, storage: str) -> tuple[tuple, bool]:
     ok = (result.status == "finished" and set(statuses) <= {"completed", "stopped_by_asha"}
           and statuses.get("completed", 0) >= 1)
     notes = [", ".join(f"{n} {s}" for s, n in statuses.items()), f"{wall:.0f} s"]
+    fault_ok, fault_note = survived_a_worker_death(marker, trials, history)
+    ok = ok and fault_ok
+    notes.append(fault_note)
     if "gpu_ids" in history:
         per_trial = history.groupby("trial_id").gpu_ids.first()
         distinct = all(len(set(ids.split(";"))) == workers for ids in per_trial)
@@ -297,6 +372,23 @@ def sweep_row(workers: int, precision: str, storage: str) -> tuple[tuple, bool]:
                                                           else None), "-",
              f"{trials.best_value.min():.4f}", ("PASS: " if ok else "FAIL: ") + "; ".join(notes)),
             ok)
+
+
+def survived_a_worker_death(marker: str, trials, history) -> tuple[bool, str]:
+    """Did one worker die, and did its trial go on from its checkpoint, not from scratch?"""
+    if not os.path.exists(marker):
+        return False, "no worker was killed (no trial reached step 30)"
+    with open(marker) as f:
+        died = json.load(f)
+    ids = trials.trial_id[(trials.lr - died["lr"]).abs() < 1e-12 * died["lr"]]
+    if len(ids) != 1:
+        return False, f"the killed trial (lr {died['lr']:.3g}) is not in the table"
+    row = trials.set_index("trial_id").loc[ids.iloc[0]]
+    epochs = list(history[history.trial_id == ids.iloc[0]].epoch)
+    ok = row.status in ("completed", "stopped_by_asha") and epochs.count(1) == 1 and \
+        max(epochs) >= 2
+    return ok, (f"worker of {ids.iloc[0]} killed at step 30: {row.status}, epochs {epochs}"
+                + ("" if ok else " (expected one epoch 1: resumed from its checkpoint)"))
 
 
 def print_table(rows: list[tuple]) -> None:
@@ -338,8 +430,11 @@ def main(argv: list[str] | None = None) -> int:
                  f"{'MET' if ratio and ratio >= GOAL_BF16_VS_FP32 else 'NOT MET'}: "
                  f">= {GOAL_BF16_VS_FP32}x"))
     verdicts: list[tuple[tuple, bool | None]] = [scaler_row(), peak_reset_row(seen), nccl_row()]
-    verdicts += resume_rows([p for p in ("fp32", "tf32", "bf16", "fp16")
-                             if p == "fp32" or ("10M", p) in seen])
+    ran = [precision for label, precision in MODES if ("10M", label) in seen]
+    verdicts += resume_rows(ran or ["fp32"])
+    verdicts += syncs_rows([p for p in ran if p in ("bf16", "fp16")] or ["fp32"])
+    with tempfile.TemporaryDirectory(prefix="hpsearch-gpu-share-") as storage:
+        verdicts.append(share_row(storage))
     if args.no_sweeps:
         verdicts.append(not_covered("sweep", "ASHA sweeps", "--no-sweeps"))
     else:

@@ -176,7 +176,7 @@ def test_quickstart_is_small_enough_for_a_laptop():
 def test_gpu_example_uses_four_gpus_per_trial():
     spec = load_space(EXAMPLES[0].with_name("gpu-ddp.yaml"))
     assert spec.resources.per_trial()["GPU"] == 4
-    assert set(spec.param("precision").choices) == {"fp32", "bf16", "fp16"}
+    assert set(spec.param("precision").choices) == {"tf32", "bf16", "fp16"}
 
 
 def test_summary_shows_ranges_rungs_and_slots(write):

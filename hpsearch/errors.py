@@ -7,9 +7,15 @@ hpsearch and keeps its traceback.
 
 from __future__ import annotations
 
+import errno as _errno
+import re
 from dataclasses import dataclass
 
 __all__ = [
+    "DISK_FULL_ERRNOS",
+    "DiskFullError",
+    "is_disk_full",
+    "says_disk_full",
     "HpsearchError",
     "SpaceError",
     "SpaceIssue",
@@ -99,9 +105,56 @@ class SweepNotFoundError(HpsearchError):
 
 
 class StorageError(HpsearchError):
-    """The sweep directory cannot be written (full disk, permissions)."""
+    """The sweep directory cannot be written (full disk, permissions).
+
+    Attributes:
+        errno: The failed write's ``errno``, where there was one.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str, *, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
+
+
+class DiskFullError(StorageError):
+    """The sweep's storage is full (or its quota spent): the sweep stopped as a Ctrl-C
+    stops it, and ``hpsearch resume`` continues it once space is freed."""
+
+
+#: No space left on the device; the disk quota is spent.
+DISK_FULL_ERRNOS = frozenset({_errno.ENOSPC, _errno.EDQUOT})
+
+_DISK_FULL_TEXT = re.compile(
+    r"\[errno (?:%s)\]|No space left on device|Disk quota exceeded"
+    % "|".join(str(n) for n in sorted(DISK_FULL_ERRNOS)), re.IGNORECASE)
+
+
+def says_disk_full(text: str | None) -> bool:
+    """Whether an error's text (a trial's error file, a process's last lines) is a full
+    disk's: ``[Errno 28]``, ``No space left on device``, ``Disk quota exceeded``."""
+    return bool(text) and _DISK_FULL_TEXT.search(text) is not None
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from, is a full disk's: an errno of
+    :data:`DISK_FULL_ERRNOS`, or the text of one (``shutil.Error`` lists the files it
+    could not copy; pyarrow says ``[errno 28]``; Ray wraps a worker's error in its own).
+
+    Example:
+        >>> is_disk_full(OSError(_errno.ENOSPC, "No space left on device"))
+        True
+        >>> is_disk_full(PermissionError(_errno.EACCES, "Permission denied"))
+        False
+    """
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if getattr(exc, "errno", None) in DISK_FULL_ERRNOS or says_disk_full(str(exc)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class DamagedSweepError(HpsearchError):

@@ -95,12 +95,14 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
 
 def status_of(exc: BaseException) -> str:
     """The status a run that raised ends with, for the report and the notify command."""
-    from hpsearch.errors import HpsearchError, SweepStalledError
+    from hpsearch.errors import DiskFullError, HpsearchError, SweepStalledError
 
     if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
         return "interrupted"
     if isinstance(exc, SweepStalledError):
         return "stalled"
+    if isinstance(exc, DiskFullError):
+        return "disk_full"
     if isinstance(exc, HpsearchError):
         return "failed"
     return "crashed"

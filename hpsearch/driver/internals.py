@@ -31,8 +31,8 @@ from typing import Any
 from hpsearch.errors import HpsearchError
 
 __all__ = ["TESTED_OPTUNA", "TESTED_RAY", "InternalsChanged", "gcs_auth_problem", "internal",
-           "local_ray_processes", "reap_orphan_placement_groups", "reopen_trial",
-           "running_local_cluster", "version_note"]
+           "local_ray_processes", "quiet_token_notice", "reap_orphan_placement_groups",
+           "reopen_trial", "running_local_cluster", "version_note"]
 
 logger = logging.getLogger(__name__)
 
@@ -212,3 +212,10 @@ def reopen_trial(study: Any, number: int) -> Any:
     study_id = internal(study, "_study_id", what=what, package="optuna")
     return optuna.trial.Trial(study, storage.get_trial_id_from_study_id_trial_number(
         study_id, number))
+
+
+def quiet_token_notice() -> None:
+    """Ray's "Token authentication is enabled for this Ray cluster" warning, printed at
+    every ``ray.init`` of a local instance (its default), only at ERROR from now on."""
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR)

@@ -26,6 +26,8 @@ _STATUS_MEANING = {
                "tables as they were",
     "interrupted": "interrupted (Ctrl-C) before every trial ended; `hpsearch resume {name}` "
                    "continues it",
+    "disk_full": "its disk filled and it stopped, its trials paused at their last "
+                 "checkpoints; free space, then `hpsearch resume {name}` continues it",
     "no_trial_completed": "no trial produced a usable value",
     "all_failed": "the first trials all failed, so the sweep stopped early: see Failed trials",
     "deadline": "stopped at its deadline",

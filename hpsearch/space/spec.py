@@ -335,6 +335,20 @@ class Spec:
                 config[p.name] = p.midpoint()
         return config
 
+    def upper_config(self) -> dict[str, Any]:
+        """The config at the top of every searched range (the largest numeric choice of a
+        categorical, else its first), as a trial gets it: the largest model the space can
+        build, for the storage estimate (``hpsearch run --dry-run``)."""
+        sampled: dict[str, Any] = {}
+        for p in self.params:
+            if isinstance(p, CategoricalParam):
+                numbers = [c for c in p.choices if isinstance(c, (int, float))
+                           and not isinstance(c, bool)]
+                sampled[p.name] = max(numbers) if numbers else p.choices[0]
+            else:
+                sampled[p.name] = p.high
+        return self.trial_config(sampled)
+
     def trial_config(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
         """The full config a trial receives: fixed values, sampled values, and the budget
         in units of ``scheduler.time_attr`` (``epochs`` or ``max_steps``; for ``time`` the

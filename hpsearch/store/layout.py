@@ -134,8 +134,49 @@ def write_atomic(target: Path, write: Callable[[Path], None], *, what: str | Non
         raise StorageError(
             f"cannot write {what or target.name} in {target.parent}: {exc.strerror or exc}. "
             "The previous copy is intact; free disk space or fix permissions, then "
-            "`hpsearch resume`."
+            "`hpsearch resume`.", errno=exc.errno
         ) from None
+
+
+def free_bytes(path: str | os.PathLike) -> int | None:
+    """Bytes an unprivileged writer may still use on the file system of ``path`` (or of
+    its nearest existing parent); ``None`` where that cannot be known."""
+    here = Path(path).absolute()
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        stat = os.statvfs(here)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def used_bytes(path: str | os.PathLike) -> int:
+    """The bytes of the files under ``path`` (symbolic links not followed)."""
+    total = 0
+    for directory, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_size
+            except OSError:  # gone while we looked
+                pass
+    return total
+
+
+def fmt_bytes(n: float | None) -> str:
+    """``1536`` -> ``1.5 KB``: decimal units, as ``df -H`` counts.
+
+    Example:
+        >>> fmt_bytes(0), fmt_bytes(1536), fmt_bytes(2.5e9)
+        ('0 B', '1.5 KB', '2.5 GB')
+    """
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
 
 
 def _fsync_file(path: Path) -> None:
@@ -247,6 +288,12 @@ class SweepDir:
     def is_history_dataset(path: Path) -> bool:
         """Whether ``path`` is a history dataset (a directory of parts), not a sweep."""
         return path.is_dir() and bool(SweepDir.history_parts(path))
+
+    @property
+    def ray_log(self) -> Path:
+        """Ray's own log lines from the driver while the sweep ran (unless ``--verbose``,
+        which prints them instead)."""
+        return self.path / "ray.log"
 
     @property
     def optuna(self) -> Path:

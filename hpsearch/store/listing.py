@@ -88,6 +88,8 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
     status = str(manifest.get("status", "?"))
     if driver_died(manifest):
         status = "died (resume it)"
+    elif status == "disk_full":
+        status = "disk full (resume it)"
     return {
         "name": sweep.name,
         "status": status,

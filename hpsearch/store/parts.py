@@ -295,11 +295,17 @@ class HistoryWriter:
                 self.sweep.remove(self.dataset)  # the single-file history: its rows are in tmp
             os.replace(tmp, self.dataset)
             fsync_dir(self.dataset.parent)
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
+            try:  # a full disk keeps no half-built copy: it is ours, and hidden
+                self.sweep.remove(tmp)
+            except OSError:
+                pass
+            if isinstance(exc, StorageError):
+                raise
             raise StorageError(
                 f"cannot write {self.dataset.name} in {self.dataset.parent}: "
                 f"{exc.strerror or exc}. Free disk space or fix permissions, then "
-                "`hpsearch resume`."
+                "`hpsearch resume`.", errno=exc.errno
             ) from None
 
     # --- appends ------------------------------------------------------------------------

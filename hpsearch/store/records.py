@@ -226,6 +226,21 @@ class TrialRecords:
         if lost and column:
             row[column] = lost[-1]
 
+    def recover_reports(self, trial_id: str, *, params: Mapping[str, Any],
+                        values: Mapping[int, float]) -> None:
+        """The reports of a trial the study still runs that the tables never saw (the
+        driver died, or the disk filled, before they were written): history rows from the
+        study, as :meth:`end_as_recorded` adds them; the row stays unfinished."""
+        row = self.trials.get(trial_id)
+        if row is None:
+            row = self.trials[trial_id] = {"trial_id": trial_id}
+            row.update({p.name: params.get(p.name) for p in self.spec.params})
+        self.touch(trial_id)
+        self._recover_reports(trial_id, row, values)
+        best = self.spec.objective.best(values.values()) if values else None
+        if best is not None and self.spec.objective.better(best, row.get("best_value")):
+            row["best_value"] = best
+
     def link_optuna(self, trial_id: str, number: int) -> None:
         """The Optuna trial (its number in the study) that proposed this trial."""
         self._optuna[trial_id] = number

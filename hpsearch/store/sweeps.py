@@ -33,7 +33,8 @@ from hpsearch.store.manifest import (
     write_manifest,
 )
 
-__all__ = ["begin_run", "check_new", "create", "end_run", "open_existing", "write_space"]
+__all__ = ["abandon", "begin_run", "check_new", "create", "end_run", "open_existing",
+           "write_space"]
 
 
 def check_new(sweep: SweepDir, *, overwrite: bool) -> bool:
@@ -78,9 +79,15 @@ def create(sweep: SweepDir, space: Mapping[str, Any], manifest: Mapping[str, Any
     except OSError as exc:
         raise StorageError(
             f"cannot create the sweep directory {sweep}: {exc.strerror or exc}. "
-            "Choose a writable place with --storage.") from None
+            "Choose a writable place with --storage.", errno=exc.errno) from None
     write_space(sweep, space)
     write_manifest(sweep, manifest)
+
+
+def abandon(sweep: SweepDir) -> None:
+    """Take away the directory :func:`create` was making and could not finish (a full
+    disk): it holds no trial, and left behind it would block the same command later."""
+    remove_inside(sweep.storage, sweep.path)
 
 
 def write_space(sweep: SweepDir, space: Mapping[str, Any]) -> None:

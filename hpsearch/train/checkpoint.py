@@ -19,8 +19,8 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-__all__ = ["CHECKPOINT_FILE", "FORMAT_VERSION", "discard", "plain", "save", "load", "rng_state",
-           "set_rng_state"]
+__all__ = ["CHECKPOINT_FILE", "FORMAT_VERSION", "discard", "estimate_bytes", "plain", "save",
+           "load", "rng_state", "set_rng_state"]
 
 CHECKPOINT_FILE = "checkpoint.pt"
 FORMAT_VERSION = 1
@@ -39,6 +39,27 @@ def save(state: dict[str, Any], directory: str | None = None) -> str:
     torch.save({"format": FORMAT_VERSION, **state}, tmp)
     os.replace(tmp, path)  # a crash mid-write never leaves a truncated checkpoint.pt
     return directory
+
+
+def estimate_bytes(build_model, config: Mapping[str, Any]) -> int | None:
+    """About how many bytes :func:`save` writes for the model ``build_model(config)``
+    makes: its parameters and buffers in fp32 (autocast keeps fp32 weights) and AdamW's two
+    moments per parameter, plus a little for the generator states and the config. The
+    model is built on the meta device: nothing is allocated and no data is read. ``None``
+    when it cannot be built there.
+
+    Example:
+        >>> estimate_bytes(lambda c: torch.nn.Linear(1000, 1000), {})  # 1.001M parameters
+        12076000
+    """
+    try:
+        with torch.device("meta"):
+            model = build_model(dict(config))
+        params = sum(p.numel() for p in model.parameters())
+        buffers = sum(b.numel() for b in model.buffers())
+    except Exception:  # noqa: BLE001 - a model that needs real tensors: no estimate
+        return None
+    return 12 * params + 4 * buffers + 64_000
 
 
 def discard(directory: str) -> None:

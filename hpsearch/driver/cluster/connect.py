@@ -63,6 +63,8 @@ JOB_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 def quiet_ray_output(verbose: bool) -> None:
     """Keep Ray Tune's own tables and warnings out of hpsearch's output unless verbose."""
+    from hpsearch.driver.internals import quiet_token_notice
+
     if verbose:
         return
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # legacy reporter, silent at verbose=0
@@ -75,6 +77,7 @@ def quiet_ray_output(verbose: bool) -> None:
     # "Failed to fetch metrics" for trials that never ran (a stalled or stopped sweep):
     # the trial tables say what ran.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    quiet_token_notice()
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:

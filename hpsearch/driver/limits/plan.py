@@ -35,6 +35,8 @@ class Plan:
     asha_range: tuple[float, float] | None = None  # 10th-90th percentile of the simulation
     #: How a multi-worker trial's workers are placed: ``STRICT_PACK`` (one node) or ``PACK``.
     placement: str = "STRICT_PACK"
+    #: What the sweep may hold on its storage, and what is free (``hpsearch.driver.sweep.storage``).
+    storage: str | None = None
 
     def lines(self, spec: Spec) -> list[str]:
         unit = spec.scheduler.unit
@@ -60,6 +62,8 @@ class Plan:
                        "nodes and all-reduce over the network (PACK)")
         if spec.command is not None:
             out.append(f"command      {_example_command(spec)}")
+        if self.storage is not None:
+            out.append(self.storage)
         if self.budget_worker_hours is not None:
             out.append(
                 f"time budget  {spec.budget.time_s / 3600:.3g} h -> at most "

@@ -82,7 +82,8 @@ class ProgressCallback(Callback):
         cfg = ", ".join(f"{k}={fmt_value(v)}" for k, v in trial.config.items()
                         if k != TRIAL_ID_KEY)
         trial_id = hpsearch_id(trial)
-        again = " (continued)" if self.records.trials.get(trial_id, {}).get("steps") else ""
+        row = self.records.trials.get(trial_id, {})
+        again = " (continued)" if row.get("steps") or row.get("epochs") else ""
         self.log(f"trial {trial_id} started{again}: {cfg}")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -103,6 +104,10 @@ class ProgressCallback(Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         trial_id = hpsearch_id(trial)
         row = self.records.trials.get(trial_id, {})
+        if row.get("status") not in st.ENDED:  # paused by a full disk (DiskWatch)
+            self.log(f"trial {trial_id} paused: the disk is full; it continues from its last "
+                     "checkpoint on resume")
+            return
         where = os.path.join(trial.path, "error.txt") if trial.path else "its error.txt"
         self.log(f"trial {trial_id} failed: {printable(row.get('error') or 'unknown error')} "
                   f"(traceback: {where})")

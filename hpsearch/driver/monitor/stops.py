@@ -11,6 +11,8 @@ step, and the first reason that holds ends the run and is kept as :attr:`reason`
                    requests were pending (:class:`~hpsearch.driver.monitor.stall.StallWatch`)
 ``deadline``       ``budget.deadline`` has come
 ``time_budget``    ``budget.time`` is spent (counted from this run's start)
+``disk_full``      the sweep's disk is full (:class:`~hpsearch.driver.monitor.disk.DiskWatch`):
+                   as for ``interrupted``, running trials stay unfinished to resume
 =================  =====================================================================
 """
 
@@ -37,12 +39,14 @@ class SweepStopper(Stopper):
         time_budget_s: ``budget.time`` in seconds, or ``None``.
         deadline_at: The deadline in epoch seconds, or ``None``.
         clock: Epoch seconds now (tests pass their own).
+        disk: The sweep's full-disk watch, or ``None``.
     """
 
     def __init__(self, records: TrialRecords, *, all_failed_after: int, watch: Any = None,
                  time_budget_s: float | None = None, deadline_at: float | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, disk: Any = None):
         self.records = records
+        self.disk = disk
         self.all_failed_after = all_failed_after
         self.watch = watch
         self.clock = clock
@@ -64,6 +68,8 @@ class SweepStopper(Stopper):
         return self.reason is not None
 
     def _why(self) -> str | None:
+        if self.disk is not None and self.disk.full:
+            return "disk_full"
         if self.all_failed():
             return "all_failed"
         if self.watch is not None and self.watch.should_stop():

@@ -35,6 +35,8 @@ class TablesCallback(Callback):
         sweep: Its directory.
         journal: The study's journal, flushed before each write (``None``: nothing to flush).
         interval_s: The most often the tables are written while trials run.
+        disk: The full-disk watch: told of a write the disk refused; the rows of the
+            trials it paused stay running.
 
     Attributes:
         storage_error: The last write's failure, cleared by a write that succeeds.
@@ -42,8 +44,9 @@ class TablesCallback(Callback):
     """
 
     def __init__(self, records: TrialRecords, sweep: SweepDir, *, journal: Any = None,
-                 interval_s: float = 2.0):
+                 interval_s: float = 2.0, disk: Any = None):
         self.records = records
+        self.disk = disk
         self.sweep = sweep
         self.journal = journal
         self.interval_s = interval_s
@@ -71,7 +74,10 @@ class TablesCallback(Callback):
             self.storage_error = exc
         except OSError as exc:  # the journal could not be flushed
             self.storage_error = StorageError(
-                f"cannot flush the study journal in {self.sweep}: {exc.strerror or exc}")
+                f"cannot flush the study journal in {self.sweep}: {exc.strerror or exc}",
+                errno=exc.errno)
+        if self.storage_error is not None and self.disk is not None:
+            self.disk.note("the trial tables", self.storage_error)
         self.writes += 1
 
     def prune(self) -> None:
@@ -96,6 +102,8 @@ class TablesCallback(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         trial_id = hpsearch_id(trial)
+        if self.disk is not None and trial_id in self.disk.paused:
+            return  # the disk stopped it, not its code: its row stays running
         self.records.end(trial_id, errored=True)
         self.records.annotate(trial_id, error=last_error_line(trial))
         self.prune()

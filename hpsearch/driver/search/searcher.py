@@ -55,11 +55,15 @@ class SweepSearcher(Searcher):
         unfinished: Trials of the record to continue first (a resume).
         journal: Flushed to disk when a trial ends (``None``: the storage does it).
         planned_before: The sweep's own trials the study already holds.
+        disk: The full-disk watch (:class:`~hpsearch.driver.monitor.disk.DiskWatch`): a
+            trial that errored because the disk is full is paused (left unfinished in
+            the study and the records), and a journal write the disk refused is told to
+            it. ``None``: every error ends its trial.
     """
 
     def __init__(self, spec: Spec, *, study: Any, records: TrialRecords, admission: Any,
                  unfinished: Sequence[RecordedTrial] = (), journal: Any = None,
-                 planned_before: int = 0):
+                 planned_before: int = 0, disk: Any = None):
         super().__init__(metric=spec.objective.metric, mode=spec.objective.mode)
         from hpsearch.driver.search.space import define_by_run
 
@@ -68,6 +72,7 @@ class SweepSearcher(Searcher):
         self.records = records
         self.admission = admission
         self.journal = journal
+        self.disk = disk
         self.space: Callable[[Any], dict[str, Any]] = define_by_run(spec)
         self.unfinished = list(unfinished)
         self.created = planned_before
@@ -132,6 +137,8 @@ class SweepSearcher(Searcher):
         live = self.live.pop(trial_id, None)
         if live is None:
             return
+        if error and self.disk is not None and self.disk.trial_errored(trial_id):
+            return  # paused: it continues from its last checkpoint on resume
         if result:
             self._report(live, result)  # the last report: Tune sent it nowhere else
         status = self.records.end(live.trial_id, errored=error, returned=not error)
@@ -144,6 +151,8 @@ class SweepSearcher(Searcher):
             if self.journal is not None:
                 self.journal.sync()  # the trial's end is durable from here on
         except Exception as exc:  # noqa: BLE001 - one bad tell must not end the sweep
+            if self.disk is not None and self.disk.note("the study journal", exc):
+                return  # still running in the study: a resume continues it
             logger.warning("could not tell Optuna how trial %s ended: %s", live.trial_id, exc)
 
     def _report(self, live: _Live, result: Mapping[str, Any]) -> None:

@@ -111,15 +111,45 @@ class SweepJournal(JournalFileBackend):
         self.syncs = 0
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        """Append whole lines or nothing: a write the disk cannot take (full, over quota)
+        is cut off again before the error is raised, so no reader, and no later append,
+        ever meets half a line."""
         import json
 
-        text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+        data = memoryview("".join(json.dumps(log, separators=(",", ":")) + "\n"
+                                  for log in logs).encode("utf-8"))
         self._sweep_lock.acquire()
         try:
-            with open(self._sweep_path, "ab") as f:
-                f.write(text.encode("utf-8"))
+            fd = os.open(self._sweep_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                start = os.fstat(fd).st_size  # the lock keeps other writers out
+                try:
+                    while data:
+                        data = data[os.write(fd, data):]
+                except OSError:
+                    os.ftruncate(fd, start)
+                    raise
+            finally:
+                os.close(fd)
         finally:
             self._sweep_lock.release()
+
+    def drop_partial_line(self) -> int:
+        """Cut a last line that lacks its newline (an append the disk took only part of
+        before an older hpsearch, or a power cut, stopped it); returns the bytes cut. Only
+        a sweep's own driver calls it, before its first append."""
+        size = os.path.getsize(self._sweep_path) if os.path.exists(self._sweep_path) else 0
+        if size == 0:
+            return 0
+        with open(self._sweep_path, "rb+") as f:
+            f.seek(max(0, size - 1))
+            if f.read(1) == b"\n":
+                return 0
+            f.seek(0)
+            keep = f.read().rfind(b"\n") + 1
+            f.truncate(keep)
+            os.fsync(f.fileno())
+        return size - keep
 
     def sync(self) -> None:
         """Flush every append so far to the disk."""
@@ -146,6 +176,8 @@ def open_study(sweep: SweepDir, *, direction: str = "minimize", sampler=None,
         storage: Any = optuna.storages.RDBStorage(sweep.optuna_sqlite_url)
     elif sweep.optuna.exists() or create:
         journal = SweepJournal(str(sweep.optuna))
+        if create:  # the sweep's driver, about to write: no reader ever cuts
+            journal.drop_partial_line()
         storage = optuna.storages.JournalStorage(journal)
     else:
         return None, None
@@ -189,7 +221,9 @@ def check_sweep_study(sweep: SweepDir, linked: Iterable[int]) -> optuna.Study | 
         else:
             held = set() if study is None else {t.number for t in study.get_trials(deepcopy=False)}
             if study is None:
-                problem = "it holds no study"
+                # None yet is fine only if the disk filled before its first line was whole.
+                empty = path == sweep.optuna and b"\n" not in path.read_bytes()
+                problem = None if empty and not linked else "it holds no study"
             elif linked - held:
                 problem = (f"it holds {len(held)} trial(s) but the trial table links "
                            f"{len(linked)}")

@@ -9,7 +9,9 @@ records         the trial rows and reports: fed by the tables callback, ended by
                 searcher, marked by ASHA, read by the stopper and the progress line
 study, journal  the record: the searcher asks and tells, the tables writer flushes
 admission       the start rule: the searcher asks it, housekeeping reads the share
-stopper         ends the run: Ctrl-C, all failed, stalled, deadline, time budget
+stopper         ends the run: Ctrl-C, a full disk, all failed, stalled, deadline, time budget
+disk            the full-disk watch: the searcher and the tables callback pause the trials
+                a full disk stopped, the stopper ends the run (:mod:`.storage` says so)
 ==============  ==========================================================================
 """
 
@@ -17,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import time
 from typing import Any, Sequence
 
 from hpsearch.driver.limits.admission import Admission, MilestoneTimes
 from hpsearch.driver.limits.plan import Plan
+from hpsearch.driver.monitor.disk import DiskWatch
 from hpsearch.driver.monitor.housekeeping import Housekeeping
 from hpsearch.driver.monitor.progress import ProgressCallback
 from hpsearch.driver.monitor.stall import StallWatch
@@ -36,8 +40,9 @@ from hpsearch.driver.search.study import RecordedTrial, open_study
 from hpsearch.driver.sweep.interrupt import ctrl_c_stops
 from hpsearch.driver.sweep.record import settle
 from hpsearch.driver.sweep.result import Interrupted, SweepResult
+from hpsearch.driver.sweep.storage import StorageNeed, disk_full_error
 from hpsearch.driver.trials.runners import Runner
-from hpsearch.errors import SweepStalledError
+from hpsearch.errors import StorageError, SweepStalledError
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
@@ -72,15 +77,20 @@ class SweepRun:
         stream: Where progress goes.
         verbose: Ray's own output too.
         share: Register with the cluster's ledger (sweeps sharing a cluster).
+        need: What the sweep may hold on its storage (for the full-disk line).
     """
 
     def __init__(self, spec: Spec, sweep: SweepDir, runner: Runner, plan: Plan, *,
                  records: TrialRecords, recorded: Sequence[RecordedTrial] = (),
                  unfinished: Sequence[RecordedTrial] = (), deadline_at: float | None = None,
-                 stream: Any, verbose: bool = False, share: bool = True):
+                 stream: Any, verbose: bool = False, share: bool = True,
+                 need: StorageNeed | None = None):
         self.spec, self.sweep, self.runner, self.plan = spec, sweep, runner, plan
         self.records = records
         self.verbose = verbose
+        self.need = need
+        self.progress = ProgressCallback(records, spec, stream=stream)
+        self.disk = DiskWatch(sweep, say=self.progress.log)
         self.study, self.journal = open_study(
             sweep, direction="minimize" if spec.objective.mode == "min" else "maximize",
             sampler=make_sampler(_reseeded(spec, len(recorded))))
@@ -90,15 +100,15 @@ class SweepRun:
             ledger=_ledger_client(spec, sweep, plan.slots) if share else None)
         self.searcher = SweepSearcher(spec, study=self.study, records=records,
                                       admission=self.admission, unfinished=unfinished,
-                                      journal=self.journal, planned_before=len(recorded))
+                                      journal=self.journal, planned_before=len(recorded),
+                                      disk=self.disk)
         self.scheduler = make_scheduler(spec, records,
                                         seeded=rung_values(recorded, spec.scheduler.rungs()))
-        self.tables = TablesCallback(records, sweep, journal=self.journal)
-        self.progress = ProgressCallback(records, spec, stream=stream)
+        self.tables = TablesCallback(records, sweep, journal=self.journal, disk=self.disk)
         self.watch = StallWatch(records, self.progress.log)
         self.stopper = SweepStopper(records, all_failed_after=min(spec.trials.num, 3),
                                     watch=self.watch, time_budget_s=spec.budget.time_s,
-                                    deadline_at=deadline_at)
+                                    deadline_at=deadline_at, disk=self.disk)
         self.housekeeping = Housekeeping(runner, self.admission)
 
     def tuner(self) -> Any:
@@ -109,7 +119,7 @@ class SweepRun:
         # Tables first: progress reads the records the tables callback has just updated.
         # Tune's own per-trial files (params.json, result.json, progress.csv) are given
         # here, because its automatic loggers are off while the sweep runs (_tune_loggers).
-        callbacks = [self.tables, self.progress, self.watch, self.housekeeping,
+        callbacks = [self.disk, self.tables, self.progress, self.watch, self.housekeeping,
                      CSVLoggerCallback(), JsonLoggerCallback()]
         return tune.Tuner(
             self.runner.trainable(self.sweep),
@@ -127,15 +137,23 @@ class SweepRun:
 
         Raises:
             Interrupted: Ctrl-C; the tables are written and the sweep can be resumed.
+            DiskFullError: The disk filled; what reached it is whole, and the sweep can be
+                resumed once space is freed.
             SweepStalledError: Nothing could start for a long time; resumable.
             StorageError: A table could not be written (the last whole copy is on disk).
         """
         try:
             self.runner.open(self.sweep, slots=self.plan.slots)
-            with ctrl_c_stops(self.stopper, say=self.progress.log), _tune_loggers():
+            with ctrl_c_stops(self.stopper, say=self.progress.log), _tune_loggers(), \
+                    _ray_logs_to(None if self.verbose else self.sweep.ray_log):
                 self.tuner().fit()
         except KeyboardInterrupt:  # the second Ctrl-C
             self.stopper.interrupt()
+        except Exception as exc:
+            # Tune's end of a run reads back the files it wrote; on a full disk some are
+            # cut short. The record does not depend on them.
+            if not (self.disk.full or self.disk.note("Tune's files", exc)):
+                raise
         finally:
             self.runner.close()  # warm worker groups go before the tables are written
             self.progress.close()
@@ -143,6 +161,8 @@ class SweepRun:
         return self._finish(manifest)
 
     def _finish(self, manifest: dict[str, Any]) -> SweepResult:
+        if self.disk.full or self.stopper.reason == "disk_full":
+            return self._paused_by_disk(manifest)
         interrupted = self.stopper.reason == "interrupted"
         status = "interrupted"
         try:
@@ -156,6 +176,8 @@ class SweepRun:
                 status = self._status(counts)
             end_run(self.sweep, manifest, status=status, counts=counts)
         if self.tables.storage_error is not None:
+            if self.disk.full:
+                return self._paused_by_disk(manifest)
             raise self.tables.storage_error
         sweep = self.sweep
         if status == "stalled":
@@ -169,6 +191,17 @@ class SweepRun:
                 f"Continue with `hpsearch resume {sweep.name} --storage {sweep.storage}`.")
         return SweepResult(sweep.path, status, self.plan, best=self.records.best(),
                            counts=counts)
+
+    def _paused_by_disk(self, manifest: dict[str, Any]) -> SweepResult:
+        """The disk is full: what can still be written is, as after a Ctrl-C (nothing is
+        settled: the running trials continue on resume), and the one line says the rest."""
+        self.tables.flush(force=True)  # whole or not at all; the last whole copy stays
+        try:
+            end_run(self.sweep, manifest, status="disk_full", counts=self.records.counts())
+        except StorageError:
+            pass  # the manifest keeps saying "running": `ls` then says to resume it
+        need = self.need or StorageNeed(None, False, self.plan.slots, 0, 0, 0)
+        raise disk_full_error(self.sweep, need)
 
     def _status(self, counts: dict[str, int]) -> str:
         reason = self.stopper.reason
@@ -231,3 +264,30 @@ def _tune_loggers():
             os.environ.pop(key, None)
         else:
             os.environ[key] = before
+
+
+class _FileHandler(logging.FileHandler):
+    """A log file that never interrupts the sweep: a line the disk cannot take is lost."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        pass
+
+
+@contextlib.contextmanager
+def _ray_logs_to(path: Any):
+    """Ray's log lines in the driver (Tune's and Train's warnings, failed syncs of its own
+    files, with their tracebacks) go to ``path`` instead of the console while the sweep
+    runs; the console keeps hpsearch's lines. ``None``: left as they are (``--verbose``)."""
+    if path is None:
+        yield
+        return
+    logger = logging.getLogger("ray")
+    handler = _FileHandler(path, delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    before = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [handler], False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = before
+        handler.close()

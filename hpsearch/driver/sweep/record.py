@@ -6,8 +6,8 @@ bring them together:
 
 * :func:`reconcile`, when a sweep resumes: a trial the study has ended but the tables do
   not (the driver was killed between the two) is ended as the study says; a trial the
-  study still runs is *unfinished*, and this run continues it under its own id from its
-  newest checkpoint; a row the study does not know (written by an older hpsearch, or
+  study still runs is *unfinished* (its reports the tables missed are recovered from the
+  study), and this run continues it under its own id from its newest checkpoint; a row the study does not know (written by an older hpsearch, or
   after a lost journal append) that never ended is ended as ``stopped``.
 * :func:`settle`, when a sweep has ended for good (finished, time budget, deadline,
   all-failed stop, stall) rather than been interrupted: every trial the study still runs
@@ -41,6 +41,9 @@ def reconcile(records: TrialRecords, recorded: Iterable[RecordedTrial]) -> list[
         row = records.trials.get(trial.trial_id)
         if not trial.ended:
             unfinished.append(trial)
+            if trial.intermediate:  # reports the tables missed stay in the history
+                records.recover_reports(trial.trial_id, params=trial.params,
+                                        values=trial.intermediate)
             records.link_optuna(trial.trial_id, trial.number)
         elif row is None or row.get("status") not in st.ENDED:
             records.end_as_recorded(trial.trial_id, params=trial.params,

@@ -21,11 +21,12 @@ from hpsearch.driver.limits.plan import local_resources, make_plan
 from hpsearch.driver.search.study import RecordedTrial
 from hpsearch.driver.sweep.fit import SweepRun
 from hpsearch.driver.sweep.result import Interrupted, SweepResult
+from hpsearch.driver.sweep.storage import StorageNeed, check_free_space, disk_full_error, storage_need
 from hpsearch.driver.sweep.timing import deadline_at, plan_record, still_ahead
-from hpsearch.errors import SweepNotFoundError
+from hpsearch.errors import DiskFullError, SweepNotFoundError, is_disk_full
 from hpsearch.space.spec import Spec
 from hpsearch.store import sweeps
-from hpsearch.store.layout import SweepDir
+from hpsearch.store.layout import SweepDir, fmt_bytes, free_bytes
 from hpsearch.store.manifest import command_line, new_manifest, record_driver, write_manifest
 from hpsearch.store.records import TrialRecords
 
@@ -60,21 +61,29 @@ def run_sweep(
         ClusterError: The cluster is unreachable or cannot fit one trial.
         Interrupted: Ctrl-C; the tables are written and ``hpsearch resume`` continues.
             Also a ``KeyboardInterrupt``, so the Ctrl-C stops the caller too.
+        DiskFullError: The storage has too little free space to start (nothing is
+            written), or it filled during the sweep (trials paused; resumable).
     """
-    from hpsearch.driver.trials.resolve import resolve_runner
+    from hpsearch.driver.trials.resolve import checkpoint_estimate, resolve_runner
 
     stream = stream or sys.stdout
     sweep = sweep_dir_for(spec, name=name, storage=storage)
     runner = resolve_runner(spec)
+    checkpoint = checkpoint_estimate(spec)
     if dry_run and _cluster_address(address) is None:
         plan = make_plan(spec, local_resources(), max_concurrent=max_concurrent)
-        return SweepResult(sweep.path, "planned", plan)
+        need = storage_need(spec, plan.slots, checkpoint=checkpoint)
+        return SweepResult(sweep.path, "planned", replace(plan, storage=need.line(
+            free_bytes(sweep.storage))))
     exists = False if dry_run else sweeps.check_new(sweep, overwrite=overwrite)
     with _connected(address, verbose, stream) as conn:
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent, nodes=conn.nodes)
         runner = replace(runner, placement=plan.placement)
+        need = storage_need(spec, plan.slots, checkpoint=checkpoint)
         if dry_run:
-            return SweepResult(sweep.path, "planned", plan)
+            return SweepResult(sweep.path, "planned", replace(plan, storage=need.line(
+                free_bytes(sweep.storage))))
+        plan = replace(plan, storage=check_free_space(need, sweep, resume=False))
         require_cuda_on_gpu_nodes(spec)
         until = deadline_at(spec)
         manifest = new_manifest(
@@ -82,7 +91,8 @@ def run_sweep(
             cluster=conn.resources, address=conn.address,
             objective={"metric": spec.objective.metric, "mode": spec.objective.mode})
         manifest["plan"] = plan_record(plan, max_concurrent=max_concurrent, deadline=until)
-        sweeps.create(sweep, spec.raw, manifest, replace=exists)
+        with _disk_full_ends(sweep, need, made=True):
+            sweeps.create(sweep, spec.raw, manifest, replace=exists)
         print(f"sweep {sweep.name!r} -> {sweep}", file=stream)
         for line in plan.lines(spec):
             print("  " + line, file=stream)
@@ -92,7 +102,7 @@ def run_sweep(
 
             spec = warm_start(spec, sweep, manifest, stream)
         return _drive(spec, sweep, runner, plan, manifest, conn, records=TrialRecords(spec),
-                      deadline=until, verbose=verbose, stream=stream)
+                      deadline=until, verbose=verbose, stream=stream, need=need)
 
 
 def resume_sweep(
@@ -119,7 +129,7 @@ def resume_sweep(
         DamagedSweepError: A file of the sweep cannot be read; nothing is changed.
     """
     from hpsearch.driver.sweep.record import reconcile
-    from hpsearch.driver.trials.resolve import resolve_runner
+    from hpsearch.driver.trials.resolve import checkpoint_estimate, resolve_runner
 
     stream = stream or sys.stdout
     sweep = SweepDir.at(storage, name)
@@ -137,23 +147,26 @@ def resume_sweep(
     with _connected(address, verbose, stream) as conn:
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent, nodes=conn.nodes)
         runner = replace(runner, placement=plan.placement)
+        need = storage_need(spec, plan.slots, sweep=sweep, checkpoint=checkpoint_estimate(spec))
+        plan = replace(plan, storage=check_free_space(need, sweep, resume=True))
         require_cuda_on_gpu_nodes(spec)
         unfinished = reconcile(records, recorded)
-        if extended:  # the sweep's space as now run
-            sweeps.write_space(sweep, spec.raw)
-        sweeps.begin_run(sweep, manifest, plan={**before, **plan_record(
-            plan, max_concurrent=max_concurrent, deadline=until)})
+        with _disk_full_ends(sweep, need, made=False):
+            if extended:  # the sweep's space as now run
+                sweeps.write_space(sweep, spec.raw)
+            sweeps.begin_run(sweep, manifest, plan={**before, **plan_record(
+                plan, max_concurrent=max_concurrent, deadline=until)})
         if unfinished:
             print(f"continuing {len(unfinished)} unfinished trial(s) from their newest "
                   "checkpoints", file=stream)
         return _drive(spec, sweep, runner, plan, manifest, conn, records=records,
                       recorded=recorded, unfinished=unfinished, deadline=until,
-                      verbose=verbose, stream=stream)
+                      verbose=verbose, stream=stream, need=need)
 
 
 def _drive(spec: Spec, sweep: SweepDir, runner: Any, plan: Any, manifest: dict, conn: Any, *,
            records: TrialRecords, deadline: float | None, verbose: bool, stream: Any,
-           recorded: Sequence[RecordedTrial] = (),
+           need: StorageNeed, recorded: Sequence[RecordedTrial] = (),
            unfinished: Sequence[RecordedTrial] = ()) -> SweepResult:
     """What a new run and a resumed one share once the directory is open: the driver's
     record, the run's plug-ins, the fit."""
@@ -161,11 +174,31 @@ def _drive(spec: Spec, sweep: SweepDir, runner: Any, plan: Any, manifest: dict, 
 
     note_gpu_simulation(spec, manifest, stream)
     record_driver(manifest, local_ray=local_ray_processes() if conn.started_local else [])
-    write_manifest(sweep, manifest)
-    run = SweepRun(spec, sweep, runner, plan, records=records, recorded=recorded,
-                   unfinished=unfinished, deadline_at=deadline, stream=stream,
-                   verbose=verbose)
+    with _disk_full_ends(sweep, need, made=False):
+        write_manifest(sweep, manifest)
+        run = SweepRun(spec, sweep, runner, plan, records=records, recorded=recorded,
+                       unfinished=unfinished, deadline_at=deadline, stream=stream,
+                       verbose=verbose, need=need)
     return run.fit(manifest)
+
+
+@contextlib.contextmanager
+def _disk_full_ends(sweep: SweepDir, need: StorageNeed, *, made: bool) -> Iterator[None]:
+    """A full disk while the sweep is set up, before any trial: its one line. A sweep
+    this run was making is taken away again (its directory holds nothing yet); an existing
+    one keeps its files, each whole, and is resumed later."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        if made:
+            sweeps.abandon(sweep)
+            raise DiskFullError(
+                f"the disk holding {sweep.storage} is full ({fmt_bytes(free_bytes(sweep.storage))} "
+                f"free): nothing was kept of sweep {sweep.name!r}. Free space there (it may "
+                f"need up to {fmt_bytes(need.total)}), then run this command again.") from None
+        raise disk_full_error(sweep, need) from None
 
 
 def _resumed_spec(sweep: SweepDir, *, trials: int | None, time_budget: str | None,

@@ -30,7 +30,15 @@ class CheckpointStore:
         dest = self.root / f"checkpoint_{step:09d}"
         tmp = self.root / f".tmp-{os.getpid()}-{step}"
         self.sweep.remove(tmp)
-        shutil.move(src, tmp)
+        try:
+            shutil.move(src, tmp)
+        except (OSError, shutil.Error):  # a full disk: keep no part of it, here or there
+            self.sweep.remove(tmp)
+            if os.path.isdir(src):
+                from hpsearch.train.checkpoint import discard
+
+                discard(src)
+            raise
         self.sweep.remove(dest)
         os.replace(tmp, dest)
         for old in self.all()[: -self.keep]:

@@ -8,7 +8,7 @@ from hpsearch.driver.trials.warm import WarmRunner
 from hpsearch.space.spec import Spec
 from hpsearch.workloads.resolve import is_harness_workload, load_trainable
 
-__all__ = ["resolve_runner"]
+__all__ = ["checkpoint_estimate", "resolve_runner"]
 
 
 def resolve_runner(spec: Spec, *, workers: int | None = None) -> Runner:
@@ -45,3 +45,17 @@ def resolve_runner(spec: Spec, *, workers: int | None = None) -> Runner:
 
         return WarmRunner(spec, harness=True, n_workers=workers, pool=pool_name(spec.name))
     return TrainRunner(spec, harness=harness, n_workers=workers)
+
+
+def checkpoint_estimate(spec: Spec) -> int | None:
+    """About how large one checkpoint of the largest model ``spec`` can build is, for a
+    harness workload (:func:`hpsearch.train.checkpoint.estimate_bytes`); ``None`` for a
+    raw loop or a command, whose checkpoints are theirs to shape."""
+    if spec.command is not None:
+        return None
+    from hpsearch.train.checkpoint import estimate_bytes
+
+    workload = load_trainable(spec.trainable)
+    if not is_harness_workload(workload):
+        return None
+    return estimate_bytes(workload.build_model, spec.upper_config())

@@ -45,7 +45,8 @@ def prepare_single_trial_dir(path: str | os.PathLike, *, overwrite: bool = False
         probe.write_bytes(b"")
         out.remove(probe)
     except OSError as exc:
-        raise StorageError(f"cannot write to --output {out}: {exc.strerror or exc}") from None
+        raise StorageError(f"cannot write to --output {out}: {exc.strerror or exc}",
+                           errno=exc.errno) from None
     return out
 
 

@@ -115,3 +115,53 @@ def test_a_study_that_lacks_the_tables_trials_is_refused_before_anything_changes
     sweep.optuna.write_text('{"op_code": 0, "worker_id": "x", "study_name": ')
     with pytest.raises(DamagedSweepError, match="--warm-start"):
         check_sweep_study(sweep, [0])
+
+
+def test_a_journal_append_the_disk_cannot_take_leaves_no_half_line(tmp_path):
+    """A real full disk (a small tmpfs): the append raises, the file is as it was, the
+    study reads back whole, and appends go on once space is freed."""
+    import errno
+
+    from small_disk import fill, free, small_disk
+
+    with small_disk(tmp_path / "disk", size_mb=1) as disk:
+        sweep = SweepDir(disk / "s")
+        sweep.path.mkdir()
+        study, journal = open_study(sweep)
+        study.ask().set_user_attr("trial_id", "a")
+        journal.sync()
+        fill(disk, leave=8192)
+        trial = study.ask()  # a few hundred bytes: they fit
+        before = sweep.optuna.read_bytes()
+        with pytest.raises(OSError) as err:
+            trial.set_user_attr("note", "x" * 50_000)
+        assert err.value.errno == errno.ENOSPC
+        assert sweep.optuna.read_bytes() == before  # whole lines only
+        free(disk)
+        study.ask().set_user_attr("trial_id", "c")
+        again, _ = open_study(sweep, create=False)
+        assert [t.user_attrs.get("trial_id") for t in again.get_trials()][-1] == "c"
+
+
+def test_the_driver_cuts_a_partial_last_line_before_it_appends(tmp_path):
+    """A line an older writer left half written (a power cut, a full disk) would glue
+    onto the next append and make the journal unreadable: the driver cuts it first."""
+    sweep = SweepDir(tmp_path)
+    study, journal = open_study(sweep)
+    study.ask().set_user_attr("trial_id", "a")
+    whole = sweep.optuna.read_bytes()
+    with open(sweep.optuna, "ab") as f:
+        f.write(b'{"op_code": 5, "worker_id": "x", "trial_id": 1, "us')
+    study, journal = open_study(sweep)  # the driver's open
+    assert sweep.optuna.read_bytes() == whole
+    study.ask().set_user_attr("trial_id", "b")
+    again, _ = open_study(sweep, create=False)
+    assert [t.user_attrs["trial_id"] for t in again.get_trials()] == ["a", "b"]
+
+
+def test_a_sweep_whose_disk_filled_before_its_study_was_written_can_resume(tmp_path):
+    sweep = SweepDir(tmp_path)
+    sweep.optuna.write_bytes(b'{"op_code": 0, "worker_id": "w", "study_na')  # no whole line
+    assert check_sweep_study(sweep, linked=[]) is None  # nothing to lose: resumable
+    with pytest.raises(DamagedSweepError, match="holds no study"):
+        check_sweep_study(sweep, linked=[0])

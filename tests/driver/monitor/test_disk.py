@@ -1,0 +1,77 @@
+"""The full-disk watch: what counts as a full disk's error, the paused trials, and the
+stopper and searcher acting on it. No Ray: a trial here is what the watch reads of Tune's
+(its ids and its error file)."""
+
+from __future__ import annotations
+
+import errno
+from types import SimpleNamespace
+
+import optuna
+
+from hpsearch.driver.monitor.disk import DiskWatch
+from hpsearch.driver.monitor.stops import SweepStopper
+from hpsearch.driver.search.ids import TRIAL_ID_KEY
+from hpsearch.driver.search.searcher import SweepSearcher
+from hpsearch.space import load_space
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.records import TrialRecords
+
+RAY_ERROR = """Failure # 1 (occurred at 2026-12-02_06-40-12)
+ray::ImplicitFunc.train() (pid=6157, ip=10.0.0.2)
+  File "hpsearch/driver/trials/checkpoints.py", line 36, in add
+    shutil.move(src, tmp)
+shutil.Error: [('/tmp/hpsearch-ckpt-kgd70b1s/checkpoint.pt', '/runs/s/checkpoints/5c8b8010/.tmp-6157-176/checkpoint.pt', "[Errno 28] No space left on device")]
+"""
+
+
+def tune_trial(tmp_path, tune_id, trial_id, error=None):
+    path = None
+    if error is not None:
+        path = tmp_path / f"{tune_id}-error.txt"
+        path.write_text(error)
+    return SimpleNamespace(trial_id=tune_id, config={TRIAL_ID_KEY: trial_id},
+                           error_file=str(path) if path else None)
+
+
+def test_a_trial_whose_checkpoint_met_a_full_disk_is_paused_and_the_sweep_stops(tmp_path):
+    said = []
+    watch = DiskWatch(SweepDir(tmp_path / "s"), say=said.append)
+    stopper = SweepStopper(TrialRecords(load_space("search_spaces/quickstart.yaml")),
+                           all_failed_after=3, disk=watch)
+    watch.on_trial_start(0, [], tune_trial(tmp_path, "t1", "aaa", error=RAY_ERROR))
+    watch.on_trial_start(0, [], tune_trial(tmp_path, "t2", "bbb", error="ValueError: bad lr"))
+    assert not stopper.stop_all()
+    assert not watch.trial_errored("t2") and not watch.full  # its own code's error
+    assert watch.trial_errored("t1") and watch.paused == {"aaa"}
+    assert stopper.stop_all() and stopper.reason == "disk_full"
+    watch.note("the trial tables", OSError(errno.ENOSPC, "No space left on device"))
+    assert len(said) == 1 and "is full (writing trial aaa's files)" in said[0]
+
+
+def test_a_write_of_the_drivers_that_meets_a_full_disk_counts_and_others_do_not(tmp_path):
+    watch = DiskWatch(SweepDir(tmp_path))
+    assert not watch.note("the study journal", PermissionError(errno.EACCES, "denied"))
+    assert not watch.full
+    assert watch.note("the study journal", OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert watch.full and watch.evidence == "the study journal"
+
+
+def test_the_searcher_leaves_a_paused_trial_running_in_the_study_and_the_records(tmp_path):
+    spec = load_space("search_spaces/quickstart.yaml")
+    records = TrialRecords(spec)
+    study = optuna.create_study()
+    watch = DiskWatch(SweepDir(tmp_path))
+    admission = SimpleNamespace(decide=lambda **kw: "start", planned=8)
+    searcher = SweepSearcher(spec, study=study, records=records, admission=admission,
+                             disk=watch)
+    for tune_id, error in (("t1", RAY_ERROR), ("t2", "RuntimeError: a bug")):
+        config = searcher.suggest(tune_id)
+        watch.on_trial_start(0, [], tune_trial(tmp_path, tune_id, config[TRIAL_ID_KEY], error))
+        records.start(config[TRIAL_ID_KEY], config)
+        searcher.on_trial_complete(tune_id, error=True)
+    paused, failed = study.trials
+    assert paused.state == optuna.trial.TrialState.RUNNING  # resume continues it
+    assert failed.state == optuna.trial.TrialState.FAIL
+    assert records.trials[paused.user_attrs["trial_id"]].get("status") != "failed"
+    assert records.trials[failed.user_attrs["trial_id"]]["status"] == "failed"

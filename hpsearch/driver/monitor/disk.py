@@ -55,15 +55,15 @@ class DiskWatch(Callback):
         return self.evidence is not None
 
     def note(self, what: str, error: BaseException | str | None) -> bool:
-        """``error`` (an exception or its text) met while writing ``what``: whether it is a
-        full disk's, which from now on :attr:`full` says."""
+        """``error`` (an exception or its text) met ``what`` (``writing the trial tables``):
+        whether it is a full disk's, which from now on :attr:`full` says."""
         if not (is_disk_full(error) if isinstance(error, BaseException)
                 else says_disk_full(error)):
             return False
         if self.evidence is None:
             self.evidence = what
             if self.say is not None:
-                self.say(f"the disk holding {self.sweep.storage} is full (writing {what}): "
+                self.say(f"the disk holding {self.sweep.storage} is full ({what}): "
                          "stopping the trials at their last checkpoints; the sweep can be "
                          "resumed once space is freed")
         return True
@@ -75,7 +75,7 @@ class DiskWatch(Callback):
             return False
         if hpsearch_id(trial) in self.paused:
             return True
-        if not self.note(f"trial {hpsearch_id(trial)}'s files", _error_text(trial)):
+        if not self.note(f"writing trial {hpsearch_id(trial)}'s files", _error_text(trial)):
             return False
         self.paused.add(hpsearch_id(trial))
         return True
@@ -88,7 +88,7 @@ class DiskWatch(Callback):
         self._looked = now
         free = free_bytes(self.sweep.path)
         if free is not None and free < NEARLY_FULL:
-            self.note("anything", f"No space left on device ({fmt_bytes(free)} free)")
+            self.note(f"{fmt_bytes(free)} free", "No space left on device")
 
     # --- what Tune tells --------------------------------------------------------------------
 

@@ -77,7 +77,7 @@ class TablesCallback(Callback):
                 f"cannot flush the study journal in {self.sweep}: {exc.strerror or exc}",
                 errno=exc.errno)
         if self.storage_error is not None and self.disk is not None:
-            self.disk.note("the trial tables", self.storage_error)
+            self.disk.note("writing the trial tables", self.storage_error)
         self.writes += 1
 
     def prune(self) -> None:

@@ -151,7 +151,7 @@ class SweepSearcher(Searcher):
             if self.journal is not None:
                 self.journal.sync()  # the trial's end is durable from here on
         except Exception as exc:  # noqa: BLE001 - one bad tell must not end the sweep
-            if self.disk is not None and self.disk.note("the study journal", exc):
+            if self.disk is not None and self.disk.note("writing the study journal", exc):
                 return  # still running in the study: a resume continues it
             logger.warning("could not tell Optuna how trial %s ended: %s", live.trial_id, exc)
 

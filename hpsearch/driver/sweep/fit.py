@@ -40,7 +40,7 @@ from hpsearch.driver.search.study import RecordedTrial, open_study
 from hpsearch.driver.sweep.interrupt import ctrl_c_stops
 from hpsearch.driver.sweep.record import settle
 from hpsearch.driver.sweep.result import Interrupted, SweepResult
-from hpsearch.driver.sweep.storage import StorageNeed, disk_full_error
+from hpsearch.driver.sweep.storage import StorageNeed, disk_full_error, storage_need
 from hpsearch.driver.trials.runners import Runner
 from hpsearch.errors import StorageError, SweepStalledError
 from hpsearch.space.spec import Spec
@@ -152,7 +152,7 @@ class SweepRun:
         except Exception as exc:
             # Tune's end of a run reads back the files it wrote; on a full disk some are
             # cut short. The record does not depend on them.
-            if not (self.disk.full or self.disk.note("Tune's files", exc)):
+            if not (self.disk.full or self.disk.note("reading back Tune's files", exc)):
                 raise
         finally:
             self.runner.close()  # warm worker groups go before the tables are written
@@ -200,7 +200,8 @@ class SweepRun:
             end_run(self.sweep, manifest, status="disk_full", counts=self.records.counts())
         except StorageError:
             pass  # the manifest keeps saying "running": `ls` then says to resume it
-        need = self.need or StorageNeed(None, False, self.plan.slots, 0, 0, 0)
+        need = storage_need(self.spec, self.plan.slots, sweep=self.sweep,
+                            checkpoint=self.need.checkpoint if self.need else None)
         raise disk_full_error(self.sweep, need)
 
     def _status(self, counts: dict[str, int]) -> str:

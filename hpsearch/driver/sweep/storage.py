@@ -57,8 +57,9 @@ class StorageNeed:
 
     @property
     def to_start(self) -> int:
-        """Bytes below which the sweep cannot start: one checkpoint per running trial."""
-        return (self.checkpoint or 0) * self.slots + MARGIN
+        """Bytes below which the sweep cannot start: one checkpoint per running trial and
+        a margin for the tables (or the whole worst case, when that is smaller)."""
+        return min(self.total, (self.checkpoint or 0) * self.slots + MARGIN)
 
     def line(self, free: int | None) -> str:
         """``storage   up to 31.0 MB: ...; 12.3 GB free``, for the plan."""
@@ -91,12 +92,13 @@ def storage_need(spec: Spec, slots: int, *, sweep: SweepDir | None = None,
 
 
 def _largest_checkpoint(sweep: SweepDir) -> int | None:
+    """The largest ``checkpoint_*`` folder anywhere in the sweep (hpsearch's own store,
+    Ray Train's runs, Tune's trial folders of raw loops)."""
     sizes = []
-    for root in (sweep.checkpoints, sweep.train):
-        for directory, subdirs, _ in os.walk(root):
-            for name in [d for d in subdirs if d.startswith("checkpoint_")]:
-                sizes.append(used_bytes(os.path.join(directory, name)))
-            subdirs[:] = [d for d in subdirs if not d.startswith("checkpoint_")]
+    for directory, subdirs, _ in os.walk(sweep.path):
+        for name in [d for d in subdirs if d.startswith("checkpoint_")]:
+            sizes.append(used_bytes(os.path.join(directory, name)))
+        subdirs[:] = [d for d in subdirs if not d.startswith("checkpoint_")]
     return max(sizes) if sizes else None
 
 
@@ -124,8 +126,8 @@ def disk_full_error(sweep: SweepDir, need: StorageNeed) -> DiskFullError:
     much more the sweep needs for its plan, and how to continue."""
     free = free_bytes(sweep.path)
     more = max(0, need.total - used_bytes(sweep.path))
+    needs = f" It needs up to {fmt_bytes(more)} more to finish its plan." if more else ""
     return DiskFullError(
         f"the disk holding {sweep} is full ({fmt_bytes(free)} free): the sweep stopped and "
-        f"its running trials are paused at their last checkpoint. It needs up to "
-        f"{fmt_bytes(more)} more to finish its plan. Free space there, then `hpsearch resume "
-        f"{sweep.name} --storage {sweep.storage}`.")
+        f"its running trials are paused at their last checkpoint.{needs} Free space there, "
+        f"then `hpsearch resume {sweep.name} --storage {sweep.storage}`.")

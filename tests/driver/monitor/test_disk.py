@@ -45,16 +45,16 @@ def test_a_trial_whose_checkpoint_met_a_full_disk_is_paused_and_the_sweep_stops(
     assert not watch.trial_errored("t2") and not watch.full  # its own code's error
     assert watch.trial_errored("t1") and watch.paused == {"aaa"}
     assert stopper.stop_all() and stopper.reason == "disk_full"
-    watch.note("the trial tables", OSError(errno.ENOSPC, "No space left on device"))
+    watch.note("writing the trial tables", OSError(errno.ENOSPC, "No space left on device"))
     assert len(said) == 1 and "is full (writing trial aaa's files)" in said[0]
 
 
 def test_a_write_of_the_drivers_that_meets_a_full_disk_counts_and_others_do_not(tmp_path):
     watch = DiskWatch(SweepDir(tmp_path))
-    assert not watch.note("the study journal", PermissionError(errno.EACCES, "denied"))
+    assert not watch.note("writing the study journal", PermissionError(errno.EACCES, "no"))
     assert not watch.full
-    assert watch.note("the study journal", OSError(errno.EDQUOT, "Disk quota exceeded"))
-    assert watch.full and watch.evidence == "the study journal"
+    assert watch.note("writing the study journal", OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert watch.full and watch.evidence == "writing the study journal"
 
 
 def test_the_searcher_leaves_a_paused_trial_running_in_the_study_and_the_records(tmp_path):

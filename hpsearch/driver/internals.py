@@ -16,6 +16,10 @@ left here has no public form:
                                     (``ray._private.worker``)
 :func:`reopen_trial`                the ``optuna.Trial`` of a running trial a resumed
                                     sweep continues (``Study._storage``, ``_study_id``)
+:func:`raylet_messages_to`          the messages the raylet publishes to the driver
+                                    (worker start-up warnings), which Ray prints from a
+                                    thread of its own even with ``log_to_driver=False``
+                                    (``ray._private.worker.print_to_stdstream``)
 ==================================  ====================================================
 
 Each access goes through :func:`internal`, which raises one clear line naming the
@@ -25,13 +29,15 @@ in one line when the installed Ray or Optuna is outside those versions.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+from typing import Any, Iterator
 
 from hpsearch.errors import HpsearchError
 
 __all__ = ["TESTED_OPTUNA", "TESTED_RAY", "InternalsChanged", "gcs_auth_problem", "internal",
-           "local_ray_processes", "quiet_token_notice", "reap_orphan_placement_groups",
+           "local_ray_processes", "quiet_token_notice", "raylet_messages_to",
+           "reap_orphan_placement_groups",
            "reopen_trial", "running_local_cluster", "version_note"]
 
 logger = logging.getLogger(__name__)
@@ -219,3 +225,31 @@ def quiet_token_notice() -> None:
     every ``ray.init`` of a local instance (its default), only at ERROR from now on."""
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
         logging.ERROR)
+
+
+@contextlib.contextmanager
+def raylet_messages_to(log: logging.Logger) -> Iterator[None]:
+    """While inside, the messages the raylet publishes to this driver ("8 PYTHON worker
+    processes have been started ...", OOM kills) go to ``log`` instead of the console.
+    Ray prints them from its ``listen_error_messages`` thread through the module function
+    ``print_to_stdstream``, whatever ``log_to_driver`` says; where that function is not
+    there (another Ray), they are left as they are."""
+    try:
+        import ray._private.worker as worker
+    except ImportError:
+        yield
+        return
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None:
+        yield
+        return
+
+    def to_log(data: dict, *args: Any, **kwargs: Any) -> None:
+        for line in data.get("lines") or []:
+            log.warning("(%s) %s", data.get("pid") or "ray", line)
+
+    worker.print_to_stdstream = to_log
+    try:
+        yield
+    finally:
+        worker.print_to_stdstream = original

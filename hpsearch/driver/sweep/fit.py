@@ -277,18 +277,22 @@ class _FileHandler(logging.FileHandler):
 @contextlib.contextmanager
 def _ray_logs_to(path: Any):
     """Ray's log lines in the driver (Tune's and Train's warnings, failed syncs of its own
-    files, with their tracebacks) go to ``path`` instead of the console while the sweep
-    runs; the console keeps hpsearch's lines. ``None``: left as they are (``--verbose``)."""
+    files, with their tracebacks, and the raylet's messages) go to ``path`` instead of the
+    console while the sweep runs; the console keeps hpsearch's lines. ``None``: left as
+    they are (``--verbose``)."""
     if path is None:
         yield
         return
+    from hpsearch.driver.internals import raylet_messages_to
+
     logger = logging.getLogger("ray")
     handler = _FileHandler(path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     before = logger.handlers[:], logger.propagate
     logger.handlers, logger.propagate = [handler], False
     try:
-        yield
+        with raylet_messages_to(logging.getLogger("ray.raylet_messages")):
+            yield
     finally:
         logger.handlers, logger.propagate = before
         handler.close()

@@ -76,6 +76,8 @@ def run_sweep(
         return SweepResult(sweep.path, "planned", replace(plan, storage=need.line(
             free_bytes(sweep.storage))))
     exists = False if dry_run else sweeps.check_new(sweep, overwrite=overwrite)
+    if not dry_run:  # a full disk is said before Ray starts (one trial's worth), then per plan
+        check_free_space(storage_need(spec, 1, checkpoint=checkpoint), sweep, resume=False)
     with _connected(address, verbose, stream) as conn:
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent, nodes=conn.nodes)
         runner = replace(runner, placement=plan.placement)
@@ -143,11 +145,14 @@ def resume_sweep(
         max_concurrent = before.get("max_concurrent")
     records, recorded = _read_record(sweep, spec)
     runner = resolve_runner(spec)
+    checkpoint = checkpoint_estimate(spec)
+    check_free_space(storage_need(spec, 1, sweep=sweep, checkpoint=checkpoint), sweep,
+                     resume=True)  # before Ray starts; again below with the plan's slots
     _stop_orphans(manifest, stream)
     with _connected(address, verbose, stream) as conn:
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent, nodes=conn.nodes)
         runner = replace(runner, placement=plan.placement)
-        need = storage_need(spec, plan.slots, sweep=sweep, checkpoint=checkpoint_estimate(spec))
+        need = storage_need(spec, plan.slots, sweep=sweep, checkpoint=checkpoint)
         plan = replace(plan, storage=check_free_space(need, sweep, resume=True))
         require_cuda_on_gpu_nodes(spec)
         unfinished = reconcile(records, recorded)

@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 #: The Ray and Optuna versions (major.minor) whose internals this module was tested with.
 TESTED_RAY = ("2.55", "2.60")
-TESTED_OPTUNA = ("4.0", "5.0")
+TESTED_OPTUNA = ("4.0", "5.1")
 
 
 class InternalsChanged(HpsearchError):

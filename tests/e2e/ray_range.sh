@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=${RAY_RANGE_VENVS:-$(mktemp -d)}
-if (($# == 2)); then pairs=("$1 $2"); else pairs=("2.55.1 4.0.0" "2.60.0 5.0.0"); fi
+if (($# == 2)); then pairs=("$1 $2"); else pairs=("2.55.1 4.0.0" "2.60.0 5.1.0"); fi
 status=0
 for pair in "${pairs[@]}"; do
   read -r ray optuna <<<"$pair"

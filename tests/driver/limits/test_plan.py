@@ -102,6 +102,22 @@ def test_asha_estimate_is_above_the_nominal_rate_as_real_sweeps_were():
     assert plan.asha_units == asha_expected_units(make_spec(num=9), slots=2)[0]
 
 
+def test_a_sweep_of_many_trials_is_estimated_at_once_from_a_scaled_sample():
+    # 100,000 trials simulated 200 times took minutes (`run --dry-run` hung); the cost per
+    # trial has settled long before, so the estimate scales a sample's.
+    import time
+
+    from hpsearch.driver.limits.plan import SIMULATED_TRIALS
+
+    sample = asha_expected_units(make_spec(num=SIMULATED_TRIALS), sweeps=40)
+    started = time.process_time()
+    big = asha_expected_units(make_spec(num=100 * SIMULATED_TRIALS), sweeps=40)
+    assert time.process_time() - started < 30  # minutes before; about a second now
+    assert big == tuple(pytest.approx(100 * v) for v in sample)
+    nominal = 100 * SIMULATED_TRIALS * (1 + 2 / 3 + 6 / 9)  # 1/rf continuing at each rung
+    assert nominal < big[0] < 1.2 * nominal
+
+
 
 
 def test_a_trial_that_fits_on_one_node_is_planned_and_placed_on_one_node():

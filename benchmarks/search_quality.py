@@ -354,7 +354,29 @@ def table(path: str, target: float | None) -> None:
               f"full budget on {wins}/{len(seeds)} seeds.")
 
 
+def _replayed(path: str) -> bool:
+    """Whether a results file holds replays (``--simulate``), not real runs."""
+    with open(path) as f:
+        first = f.readline()
+    return bool(first.strip()) and "curve" in json.loads(first)
+
+
 def main() -> None:
+    if "--confirm" in sys.argv[1:]:
+        from benchmarks.replay.confirm import main as confirm
+
+        sys.exit(confirm(sys.argv[1:]))
+    if "--simulate" in sys.argv[1:]:
+        from benchmarks.replay.cli import main as simulate
+
+        sys.exit(simulate(sys.argv[1:]))
+    if "--table" in sys.argv[1:]:
+        at = sys.argv.index("--table") + 1
+        if at < len(sys.argv) and _replayed(sys.argv[at]):
+            from benchmarks.replay.cli import table as replayed_table
+
+            replayed_table(sys.argv[at])
+            return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--methods", nargs="+", default=["a", "b", "c", "d", "e-gp", "e-qmc", "f"],
                         choices=METHODS)

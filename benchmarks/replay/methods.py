@@ -1,0 +1,233 @@
+"""The search methods a replay compares, each built as its users build it.
+
+Every method is a *driver* with three calls, the three moments of a trial's life:
+
+* ``start(tune_id)`` returns ``(key, params)`` for a new trial, or ``None`` (nothing now);
+* ``report(key, result)`` hands it one evaluation (a Tune result dict) and returns whether
+  the trial is stopped there;
+* ``end(key, result)`` says the trial ended (stopped, or at its last evaluation).
+
+The drivers call the methods' own objects through their public interfaces, in the order
+Ray Tune's controller calls them (scheduler first; the searcher hears a result only when
+the trial goes on, and its end with the last result):
+
+* :class:`HpsearchDriver`: hpsearch's :class:`~hpsearch.driver.search.searcher.SweepSearcher`
+  over the study, the sampler (:func:`~hpsearch.driver.search.samplers.make_sampler`), the
+  trial records and the admission, and :func:`~hpsearch.driver.search.schedulers.make_scheduler`,
+  built as ``hpsearch run`` builds them from the space file (``driver/sweep/fit.py``),
+  without the journal, the ledger and the disk watch, which decide nothing in a replay.
+* :class:`RayStockDriver`: Ray Tune's ``OptunaSearch`` (its default TPE) and
+  ``ASHAScheduler`` on ``training_iteration``, as the Tune docs write them: a trial ASHA
+  stops is told to Optuna as complete with its last value.
+* :class:`OptunaDriver`: Optuna alone: ``TPESampler(seed)`` with a pruner, the trial
+  asking ``should_prune`` after each report, 4 trials sharing one study.
+
+:data:`METHODS` names them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+import optuna
+
+from hpsearch.space.spec import Spec
+
+__all__ = ["METHODS", "REPLAY_SECONDS_PER_R", "build", "replay_spec"]
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+#: A replay reports ``time_total_s`` in replay seconds: time(R) is this many of them, so
+#: that time-based ASHA's integer rungs (``grace_period``, ``max_t``) fit any table.
+REPLAY_SECONDS_PER_R = 60
+
+
+@dataclass
+class _Trial:
+    """What Tune's schedulers read of a trial: its id and its config."""
+
+    trial_id: str
+    config: dict
+
+
+def _stop() -> str:
+    from ray.tune.schedulers import TrialScheduler
+
+    return TrialScheduler.STOP
+
+
+class HpsearchDriver:
+    """hpsearch's searcher and scheduler for ``spec``, at ``workers`` trials at once."""
+
+    def __init__(self, spec: Spec, *, workers: int):
+        from ray.tune.search import Searcher
+
+        from hpsearch.driver.limits.admission import Admission
+        from hpsearch.driver.search.samplers import make_sampler
+        from hpsearch.driver.search.schedulers import make_scheduler
+        from hpsearch.driver.search.searcher import SweepSearcher
+        from hpsearch.store.records import TrialRecords
+
+        self.study = optuna.create_study(
+            direction="minimize" if spec.objective.mode == "min" else "maximize",
+            sampler=make_sampler(spec))
+        self.records = TrialRecords(spec)
+        self.searcher = SweepSearcher(spec, study=self.study, records=self.records,
+                                      admission=Admission(planned=spec.trials.num, slots=workers))
+        self.scheduler = make_scheduler(spec, self.records)
+        self.finished = Searcher.FINISHED
+        self.trials: dict[str, _Trial] = {}
+
+    def start(self, tune_id: str) -> tuple[str, dict] | None:
+        from hpsearch.driver.search.ids import TRIAL_ID_KEY
+
+        config = self.searcher.suggest(tune_id)
+        if config is None or config == self.finished:
+            return None
+        key = config[TRIAL_ID_KEY]
+        params = {k: v for k, v in config.items() if k != TRIAL_ID_KEY}
+        self.records.start(key, params)  # as the tables callback does when Tune starts it
+        self.trials[key] = _Trial(tune_id, config)
+        return key, params
+
+    def report(self, key: str, result: dict) -> bool:
+        trial = self.trials[key]
+        stop = self.scheduler.on_trial_result(None, trial, result) == _stop()
+        if not stop:
+            self.searcher.on_trial_result(trial.trial_id, result)
+        self.records.result(key, result)
+        return stop
+
+    def end(self, key: str, result: dict) -> None:
+        trial = self.trials.pop(key)
+        self.scheduler.on_trial_complete(None, trial, result)
+        self.searcher.on_trial_complete(trial.trial_id, result)
+
+
+class RayStockDriver:
+    """``OptunaSearch(space, metric, mode, seed)`` + ``ASHAScheduler`` with the space
+    file's rungs, on ``training_iteration`` (one per report: per epoch here)."""
+
+    def __init__(self, spec: Spec, *, workers: int):
+        from ray.tune.schedulers import ASHAScheduler
+        from ray.tune.search.optuna import OptunaSearch
+
+        from hpsearch.driver.search.space import distributions
+
+        metric, mode, s = spec.objective.metric, spec.objective.mode, spec.scheduler
+        self.searcher = OptunaSearch(space=distributions(spec), metric=metric, mode=mode,
+                                     seed=spec.search.seed)
+        self.scheduler = ASHAScheduler(time_attr="training_iteration", metric=metric,
+                                       mode=mode, max_t=s.max_t, grace_period=s.grace_period,
+                                       reduction_factor=s.reduction_factor)
+        self.trials: dict[str, _Trial] = {}
+
+    def start(self, tune_id: str) -> tuple[str, dict] | None:
+        config = self.searcher.suggest(tune_id)
+        if config is None:
+            return None
+        trial = self.trials[tune_id] = _Trial(tune_id, config)
+        self.scheduler.on_trial_add(None, trial)
+        return tune_id, config
+
+    def report(self, key: str, result: dict) -> bool:
+        stop = self.scheduler.on_trial_result(None, self.trials[key], result) == _stop()
+        if not stop:
+            self.searcher.on_trial_result(key, result)
+        return stop
+
+    def end(self, key: str, result: dict) -> None:
+        self.scheduler.on_trial_complete(None, self.trials.pop(key), result)
+        self.searcher.on_trial_complete(key, result)
+
+
+class OptunaDriver:
+    """Optuna alone: ``TPESampler(seed=seed)`` and ``pruner``; each trial reports at its
+    epoch and stops when ``should_prune()`` says so, as an Optuna objective would."""
+
+    def __init__(self, spec: Spec, *, workers: int, pruner: Any):
+        from hpsearch.driver.search.space import define_by_run
+
+        self.metric = spec.objective.metric
+        self.study = optuna.create_study(
+            direction="minimize" if spec.objective.mode == "min" else "maximize",
+            sampler=optuna.samplers.TPESampler(seed=spec.search.seed), pruner=pruner)
+        self.define = define_by_run(spec)
+        self.live: dict[str, Any] = {}
+
+    def start(self, tune_id: str) -> tuple[str, dict] | None:
+        trial = self.live[tune_id] = self.study.ask()
+        return tune_id, self.define(trial)
+
+    def report(self, key: str, result: dict) -> bool:
+        trial, value = self.live[key], result[self.metric]
+        if not math.isfinite(value):
+            return False  # the objective raises nothing: the trial goes on
+        trial.report(value, step=int(result["epoch"]))
+        return trial.should_prune()
+
+    def end(self, key: str, result: dict) -> None:
+        trial, value = self.live.pop(key), result[self.metric]
+        if trial.should_prune():
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif math.isfinite(value):
+            self.study.tell(trial, value)
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def replay_spec(spec: Spec, *, seed: int, search: Mapping[str, Any] | None = None,
+                scheduler: Mapping[str, Any] | None = None) -> Spec:
+    """``spec`` for one replay: seeded, with no cap on trials (the budget ends a replay),
+    and the ``search`` and ``scheduler`` fields given changed."""
+    return replace(spec, search=replace(spec.search, seed=seed, **(search or {})),
+                   scheduler=replace(spec.scheduler, **(scheduler or {})),
+                   trials=replace(spec.trials, num=10**9))
+
+
+def _time_rungs(spec: Spec) -> dict[str, Any]:
+    """time-based ASHA's rungs at the same points of an fp32 run as the space's epoch
+    rungs: ``grace_period`` epochs of time(R)'s ``max_t`` epochs, in replay seconds."""
+    s = spec.scheduler
+    per_epoch = REPLAY_SECONDS_PER_R / s.max_t
+    return {"time_attr": "time", "grace_period": round(s.grace_period * per_epoch),
+            "max_t": REPLAY_SECONDS_PER_R}
+
+
+def _optuna(pruner: Callable[[Spec], Any]) -> Callable[..., OptunaDriver]:
+    return lambda spec, *, workers: OptunaDriver(spec, workers=workers, pruner=pruner(spec))
+
+
+#: ``name -> (one line for people, how the spec changes, the driver)``.
+METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., Any]]] = {
+    "hpsearch": ("hpsearch default: the space file's TPE + ASHA", lambda s: {}, HpsearchDriver),
+    "random-asha": ("random + hpsearch's ASHA", lambda s: {"search": {"algorithm": "random"}},
+                    HpsearchDriver),
+    "random-fifo": ("random, every trial to max_t",
+                    lambda s: {"search": {"algorithm": "random"}, "scheduler": {"type": "fifo"}},
+                    HpsearchDriver),
+    "gp-asha": ("GP + ASHA (search.algorithm: gp)", lambda s: {"search": {"algorithm": "gp"}},
+                HpsearchDriver),
+    "qmc-tpe": ("Sobol start, then TPE + ASHA (search.algorithm: qmc)",
+                lambda s: {"search": {"algorithm": "qmc"}}, HpsearchDriver),
+    "time-asha": ("TPE + ASHA on time (scheduler.time_attr: time)",
+                  lambda s: {"scheduler": _time_rungs(s)}, HpsearchDriver),
+    "ray-stock": ("Ray Tune stock: OptunaSearch + ASHAScheduler", lambda s: {}, RayStockDriver),
+    "optuna-sha": ("Optuna alone: TPE + SuccessiveHalvingPruner (same rungs)", lambda s: {},
+                   _optuna(lambda s: optuna.pruners.SuccessiveHalvingPruner(
+                       min_resource=s.scheduler.grace_period,
+                       reduction_factor=s.scheduler.reduction_factor))),
+    "optuna-hb": ("Optuna alone: TPE + HyperbandPruner", lambda s: {},
+                  _optuna(lambda s: optuna.pruners.HyperbandPruner(
+                      min_resource=s.scheduler.grace_period, max_resource=s.scheduler.max_t,
+                      reduction_factor=s.scheduler.reduction_factor))),
+}
+
+
+def build(method: str, spec: Spec, *, seed: int, workers: int) -> tuple[Spec, Any]:
+    """The replay spec and the driver of ``method`` for the space ``spec``."""
+    _, changes, driver = METHODS[method]
+    run_spec = replay_spec(spec, seed=seed, **changes(spec))
+    return run_spec, driver(run_spec, workers=workers)

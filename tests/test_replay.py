@@ -1,0 +1,193 @@
+"""The search-quality replay (``benchmarks/replay``, #25): hpsearch's own searcher and
+ASHA, and Ray Tune's and Optuna's stock stacks, driven over recorded curves in simulated
+time, without a Ray instance; the surrogate, the statistics and the command line.
+
+These fail when the sweep's searcher or scheduler stops being drivable without Ray: the
+replay builds them as ``hpsearch run`` does and calls only their public interfaces."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.replay import cli, compare  # noqa: E402
+from benchmarks.replay.methods import METHODS, build  # noqa: E402
+from benchmarks.replay.curves import surrogate_error  # noqa: E402
+from benchmarks.replay.simulator import simulate  # noqa: E402
+from hpsearch.store import status as st  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return cli.load(*cli.WORKLOADS["digits"])  # spec, table, surrogate
+
+
+def test_the_table_and_its_time_unit(digits):
+    spec, table, _ = digits
+    assert table.workload == "digits" and len(table.params) == 300
+    assert set(table.names) == {"lr", "warmup_steps", "precision"}
+    assert all(len(v) == spec.scheduler.max_t for v in table.values.values())
+    fp32 = [ts[-1] for c, ts in table.times.items() if table.params[c]["precision"] == "fp32"]
+    assert min(fp32) <= table.time_r <= max(fp32)
+    assert table.best() <= table.target() <= sorted(table.final_means().values())[30]
+
+
+def test_the_surrogate_answers_a_recorded_configuration_with_itself(digits):
+    _, table, surrogate = digits
+    for config in (0, 17, 299):
+        params = table.params[config]
+        assert surrogate.nearest(params) == config
+        other = surrogate.nearest(params, exclude=config)
+        assert other != config and table.params[other]["precision"] == params["precision"]
+    err = surrogate_error(table, surrogate)
+    # Good enough to keep the order a search relies on, far better than knowing nothing.
+    assert err["n"] == 300 and err["rank_rho"] > 0.95 and err["mae"] < err["spread_sd"] / 5
+
+
+@pytest.mark.parametrize("method", ["hpsearch", "ray-stock"])
+def test_a_replay_drives_the_searcher_and_asha_without_ray(digits, method):
+    import ray
+
+    spec, table, surrogate = digits
+    row = simulate(method, table, surrogate, spec, seed=1, workers=4, budget=5.0)
+    assert not ray.is_initialized()
+    times = [t for t, _ in row["curve"]]
+    values = [v for _, v in row["curve"]]
+    assert times == sorted(times) and all(t <= 5.0 for t in times)
+    assert values == sorted(values, reverse=True) and values[-1] >= table.best()
+    assert row["stopped"] > row["trials"] / 2  # ASHA stopped most trials at their rungs
+    assert sum(row["worker_time"].values()) == pytest.approx(4 * 5.0)  # 4 workers, never idle
+    again = simulate(method, table, surrogate, spec, seed=1, workers=4, budget=5.0)
+    assert again["curve"] == row["curve"] and again["trials"] == row["trials"]
+
+
+def test_fifo_runs_every_trial_to_the_end(digits):
+    spec, table, surrogate = digits
+    row = simulate("random-fifo", table, surrogate, spec, seed=0, workers=2, budget=3.0)
+    assert row["stopped"] == 0 and row["trials"] >= 4
+
+
+def test_hpsearchs_study_and_records_say_how_each_replayed_trial_ended(digits):
+    spec, table, surrogate = digits
+    run_spec, driver = build("hpsearch", spec, seed=0, workers=2)
+    ended = {}
+    for n in range(12):  # two at a time, as the admission allows
+        started = driver.start(f"t{n}")
+        assert started is not None
+        key, params = started
+        values = table.values[(surrogate.nearest(params), 0)]
+        for epoch, value in enumerate(values, 1):
+            result = {"val_loss": value, "epoch": epoch, "training_iteration": epoch}
+            stop = driver.report(key, result)
+            if stop or epoch == len(values):
+                driver.end(key, result)
+                ended[key] = epoch
+                break
+    rows = driver.records.trials
+    study = {t.user_attrs["trial_id"]: t for t in driver.study.get_trials()}
+    assert set(study) == set(ended) == set(rows)
+    for key, epoch in ended.items():
+        status = rows[key]["status"]
+        assert status == (st.COMPLETED if epoch == run_spec.scheduler.max_t else st.STOPPED_BY_ASHA)
+        assert study[key].state.name == ("COMPLETE" if status == st.COMPLETED else "PRUNED")
+        assert study[key].user_attrs["status"] == status
+    assert any(e < run_spec.scheduler.max_t for e in ended.values())
+
+
+def test_every_method_replays(digits):
+    spec, table, surrogate = digits
+    for method in METHODS:
+        row = simulate(method, table, surrogate, spec, seed=0, workers=4, budget=1.0)
+        assert row["curve"] and row["trials"] >= 4, method
+
+
+def test_regret_bootstrap_and_verdict_on_hand_made_rows():
+    row = {"curve": [[0.5, 2.0], [3.0, 1.0], [10.0, 0.5]], "best_in_table": 0.5, "budget": 20}
+    assert compare.best_at(row, 0.1) is None and compare.best_at(row, 4) == 1.0
+    assert compare.regret_at(row, 0.1, worst=3.0) == 2.5
+    assert compare.regret_at(row, 20, worst=3.0) == 0.0
+    assert compare.time_to(row, 1.0) == 3.0 and math.isinf(compare.time_to(row, 0.1))
+    assert compare.bootstrap_mean([2.0] * 5) == (2.0, 2.0, 2.0)
+    mean, low, high = compare.bootstrap_mean(list(range(30)))
+    assert low < mean == 14.5 < high
+    summary = {"hpsearch": {"regret": {5: (1, 0.9, 1.1), 10: (1, 0.9, 1.1)}},
+               "ray-stock": {"regret": {5: (2, 1.5, 2.5), 10: (1, 0.95, 1.2)}},
+               "random-asha": {"regret": {5: (0.5, 0.4, 0.6), 10: (1, 0.95, 1.2)}}}
+    assert compare.verdict(summary) == ["hpsearch vs ray-stock: 5x ahead, 10x tied",
+                                        "hpsearch vs random-asha: 5x behind, 10x tied"]
+
+
+def test_the_command_line_writes_one_line_per_method_and_seed_and_resumes(tmp_path, capsys):
+    from benchmarks import search_quality
+
+    out = tmp_path / "sq.jsonl"
+    argv = ["--simulate", "--seeds", "2", "--methods", "hpsearch,ray-stock", "--budget", "5",
+            "--out", str(out)]
+    assert cli.main(argv) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((r["method"], r["seed"]) for r in rows) == [
+        ("hpsearch", 0), ("hpsearch", 1), ("ray-stock", 0), ("ray-stock", 1)]
+    assert all(isinstance(r["curve"], list) and len(r["curve"][0]) == 2 for r in rows)
+    assert cli.main(argv) == 0 and len(out.read_text().splitlines()) == 4  # nothing again
+    capsys.readouterr()
+    sys_argv, sys.argv = sys.argv, ["search_quality.py", "--table", str(out)]
+    try:
+        search_quality.main()
+    finally:
+        sys.argv = sys_argv
+    printed = capsys.readouterr().out
+    assert "| hpsearch: hpsearch default" in printed and "regret at 5x" in printed
+    assert "hpsearch vs ray-stock: 5x " in printed and "surrogate (nearest neighbour)" in printed
+    with pytest.raises(SystemExit):
+        cli.main(["--simulate", "--methods", "hpsearch,nope", "--out", str(out)])
+
+
+def test_a_real_sweeps_tables_become_a_row_of_the_simulators_format(tmp_path, digits):
+    from benchmarks.replay.confirm import row_from_sweep
+    from hpsearch.store.layout import SweepDir
+    from hpsearch.store.records import TrialRecords
+    from hpsearch.store.tables import write_tables
+
+    spec, table, surrogate = digits
+    s_per_r, lag = 2.0, 0.2  # time(R) lasts 2 s; each trial reports 0.2 s late
+    records, t0 = TrialRecords(spec), 1_800_000_000.0
+    expected = []
+    for n, (config, begin) in enumerate(((0, 0.0), (1, 0.5))):  # starts, in time(R)
+        key, params = f"{n:08x}", dict(table.params[config])
+        records.start(key, params)
+        records.trials[key]["started_at"] = t0 + begin * s_per_r
+        for epoch, value in enumerate(table.values[(config, 0)][:2], 1):
+            elapsed = table.times[config][epoch - 1] / table.time_r * s_per_r + lag
+            records.result(key, {"val_loss": value, "epoch": epoch, "training_iteration": epoch,
+                                 "time_total_s": elapsed, "step": 22 * epoch})
+            expected.append((begin + elapsed / s_per_r, value, config, epoch))
+        records.stopped_by_scheduler(key)
+        records.end(key, returned=True)
+    sweep = SweepDir(tmp_path / "replay-hpsearch-0")
+    sweep.path.mkdir()
+    write_tables(records, sweep)
+    row = row_from_sweep(sweep.path, method="hpsearch", seed=0, metric="val_loss", table=table,
+                         surrogate=surrogate, seconds_per_r=s_per_r, budget=1.0, workers=2)
+    seen, best = [], None
+    for at, value, _, _ in sorted(e for e in expected if e[0] <= 1.0):
+        if best is None or value < best:
+            best = value
+            seen.append([round(at, 5), value])
+    assert row["method"] == "hpsearch@ray" and row["real"] and row["curve"] == seen
+    assert row["trials"] == 2 and row["stopped"] == 2
+    last = {}  # the last epoch each trial reported within the budget
+    for at, _, config, epoch in expected:
+        if at <= 1.0:
+            last[config] = max(last.get(config, 0), epoch)
+    trained = sum(table.times[c][e - 1] / table.time_r for c, e in last.items())
+    assert row["overhead"] == pytest.approx((2 * 1.0 - trained) / 2, abs=1e-3)
+    means = {(c, e): table.mean_curve(c)[e - 1] for _, _, c, e in expected}
+    assert [v for _, v in row["found"]] == [
+        means[(c, e)] for at, v, c, e in sorted(expected) if [round(at, 5), v] in seen]

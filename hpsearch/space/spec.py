@@ -143,6 +143,36 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """A bound a feasible trial's metric keeps (``constraints`` in the space file): at least
+    ``min``, at most ``max``, or both. Its :meth:`violation` is what Optuna's samplers take
+    (``constraints_func``): zero or less when the bound holds, the amount it is broken by
+    otherwise."""
+
+    metric: str
+    min: float | None = None
+    max: float | None = None
+
+    def violation(self, value: Any) -> float:
+        """How far ``value`` breaks the bound (``<= 0``: it holds; ``inf``: not a number)."""
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            return math.inf
+        if not math.isfinite(value):
+            return math.inf
+        return max(-math.inf if self.min is None else self.min - value,
+                   -math.inf if self.max is None else value - self.max)
+
+    def describe(self) -> str:
+        """``val_accuracy >= 0.5``, ``peak_mem_mb <= 70000``, ``0 <= x <= 1``."""
+        if self.min is not None and self.max is not None:
+            return f"{self.min:g} <= {self.metric} <= {self.max:g}"
+        return (f"{self.metric} >= {self.min:g}" if self.min is not None
+                else f"{self.metric} <= {self.max:g}")
+
+
+@dataclass(frozen=True)
 class Search:
     """How Optuna proposes configurations (``docs/space-format.md``, ``search``).
 

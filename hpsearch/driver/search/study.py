@@ -29,6 +29,7 @@ import optuna
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.trial import TrialState
 
+from hpsearch.driver.search.objectives import reported
 from hpsearch.errors import DamagedSweepError
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
@@ -246,8 +247,9 @@ class RecordedTrial:
         state: Optuna's state: ``RUNNING`` means it has not ended.
         status: The trial-table status it ended with (``None`` while running).
         params: Its sampled parameters.
-        value: Its value, when ``COMPLETE``.
-        intermediate: ``{study step: value}`` of its reports.
+        value: Its value, when ``COMPLETE`` (a tuple in a study of several objectives).
+        intermediate: ``{study step: value}`` of its reports (a tuple of values, one per
+            objective, in a study of several: :func:`~hpsearch.driver.search.objectives.reported`).
     """
 
     trial_id: str
@@ -263,6 +265,13 @@ class RecordedTrial:
         return self.state.is_finished()
 
 
+def _value(trial: Any) -> Any:
+    """A ``COMPLETE`` trial's value (a tuple of them in a study of several objectives)."""
+    if trial.state != TrialState.COMPLETE or not trial.values:
+        return None
+    return trial.values[0] if len(trial.values) == 1 else tuple(trial.values)
+
+
 def recorded_trials(study: optuna.Study) -> list[RecordedTrial]:
     """The sweep's own trials in ``study``, in their order: those hpsearch started (with a
     ``trial_id``), not those a warm start imported or enqueued."""
@@ -274,6 +283,5 @@ def recorded_trials(study: optuna.Study) -> list[RecordedTrial]:
         out.append(RecordedTrial(
             trial_id=trial_id, number=t.number, state=t.state,
             status=t.user_attrs.get("status") if t.state.is_finished() else None,
-            params=dict(t.params), value=t.value if t.state == TrialState.COMPLETE else None,
-            intermediate=dict(t.intermediate_values)))
+            params=dict(t.params), value=_value(t), intermediate=reported(t)))
     return out

@@ -1,0 +1,148 @@
+"""One objective or several, and constraints, as the sweep's Optuna study records them.
+
+A study of one objective stores a trial's reports as Optuna intermediate values, which its
+pruners and hpsearch's resume read. Optuna refuses ``Trial.report`` in a study of several
+objectives, so there each report's values go to a user attribute of their own,
+``report:<step>`` (a list, one value per objective, in the order of the space's
+``objective`` list): one small journal line per report, as ``report`` writes. The
+:func:`reported` reader gives either kind back as ``{study step: values}``, so the
+resume's rung seeding and the recovery of lost reports read both the same way.
+
+A trial's constraints are told to the samplers as Optuna wants them: one number per
+constraint, ``<= 0`` where the bound holds (:func:`violations`). :func:`set_constraints`
+stores them before the searcher tells the trial's end: as ``Trial.set_constraint`` (Optuna
+5, whose samplers read ``FrozenTrial.constraints``) and in the ``constraints`` user
+attribute, which the ``constraints_func`` of :func:`sampler_constraints` reads back for
+Optuna 4's samplers. TPE, NSGA-II and GP then learn that a region is infeasible instead of
+being told nothing. On Optuna 4, a trial with no stored constraints counts as breaking
+every bound.
+
+Example:
+    >>> from hpsearch.space.spec import Constraint, Objective
+    >>> directions((Objective("val_loss", "min"), Objective("samples_per_s", "max")))
+    ['minimize', 'maximize']
+    >>> violations((Constraint("val_accuracy", min=0.5),), {"val_accuracy": 0.4})
+    [0.09999999999999998]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import optuna
+
+from hpsearch.errors import HpsearchError
+from hpsearch.space.spec import Constraint, Objective
+
+__all__ = ["CONSTRAINTS_ATTR", "REPORT_ATTR", "ConstraintMetricMissing", "constraints_func",
+           "check_first_report", "directions", "feasible", "missing_metrics", "report_values",
+           "reported", "sampler_constraints", "set_constraints",
+           "violations"]
+
+#: The user attribute prefix of a report in a study of several objectives.
+REPORT_ATTR = "report:"
+#: The user attribute holding a trial's constraint violations (:func:`violations`).
+CONSTRAINTS_ATTR = "constraints"
+
+
+class ConstraintMetricMissing(HpsearchError):
+    """A trial's first report lacks a metric the objectives or constraints name."""
+
+    exit_code = 2
+
+
+def directions(objectives: Sequence[Objective]) -> list[str]:
+    """Optuna's direction for each objective, in order."""
+    return ["minimize" if o.mode == "min" else "maximize" for o in objectives]
+
+
+def report_values(trial: Any, step: int, values: Sequence[float]) -> None:
+    """Record one report of ``trial`` (an ``optuna.Trial``) at ``step``: an intermediate
+    value for one objective, the ``report:<step>`` attribute for several."""
+    if len(values) == 1:
+        trial.report(float(values[0]), step)
+    else:
+        trial.set_user_attr(f"{REPORT_ATTR}{int(step)}", [float(v) for v in values])
+
+
+def reported(trial: Any) -> dict[int, Any]:
+    """``{study step: value}`` of a ``FrozenTrial``'s reports: floats for a study of one
+    objective, tuples (one value per objective) for one of several."""
+    attrs = trial.user_attrs
+    several = {int(k[len(REPORT_ATTR):]): tuple(float(v) for v in values)
+               for k, values in attrs.items() if k.startswith(REPORT_ATTR)}
+    if several:
+        return dict(sorted(several.items()))
+    return dict(trial.intermediate_values)
+
+
+def missing_metrics(report: Mapping[str, Any], objectives: Iterable[Objective],
+                    constraints: Iterable[Constraint] = ()) -> list[str]:
+    """Key paths (``objective[1].metric``, ``constraints[0].metric``) of the metrics a
+    report lacks: checked on a trial's first report, so that a constraint on a metric the
+    trainable never reports is an error there and not a bound that silently holds."""
+    out = [f"objective[{i}].metric: {o.metric}" for i, o in enumerate(objectives)
+           if o.metric not in report]
+    out += [f"constraints[{i}].metric: {c.metric}" for i, c in enumerate(constraints)
+            if c.metric not in report]
+    return out
+
+
+def check_first_report(report: Mapping[str, Any], objectives: Sequence[Objective],
+                       constraints: Sequence[Constraint] = ()) -> None:
+    """Raise :class:`ConstraintMetricMissing` (one line, with the key paths and what the
+    report has) when the first report lacks a metric the space names."""
+    missing = missing_metrics(report, objectives, constraints)
+    if missing:
+        has = ", ".join(sorted(k for k, v in report.items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)))
+        raise ConstraintMetricMissing(
+            f"the trial's first report has no {'; no '.join(missing)} (it reports {has}): "
+            "report that metric from the trainable, or change the space file")
+
+
+def violations(constraints: Sequence[Constraint], metrics: Mapping[str, Any]) -> list[float]:
+    """One number per constraint, ``<= 0`` where ``metrics`` keep its bound (a metric that
+    is missing or not a number breaks it: ``inf``)."""
+    return [c.violation(metrics.get(c.metric)) for c in constraints]
+
+
+def feasible(constraints: Sequence[Constraint], metrics: Mapping[str, Any]) -> bool:
+    """Whether ``metrics`` keep every bound (``True`` without constraints)."""
+    return all(v <= 0 for v in violations(constraints, metrics))
+
+
+def set_constraints(trial: Any, values: Sequence[float]) -> None:
+    """Store a running ``optuna.Trial``'s constraint violations where the samplers read
+    them (module docstring); infinite and NaN ones become ``1e300``, which samplers can
+    compute with."""
+    capped = [1e300 if math.isnan(float(v)) else min(float(v), 1e300) for v in values]
+    trial.set_user_attr(CONSTRAINTS_ATTR, capped)
+    if hasattr(trial, "set_constraint"):  # Optuna 5: the samplers read FrozenTrial.constraints
+        for i, value in enumerate(capped):
+            trial.set_constraint(str(i), value)
+
+
+def sampler_constraints(count: int) -> dict[str, Any]:
+    """The keyword arguments an Optuna sampler needs to learn from ``count`` constraints:
+    none on Optuna 5 (:func:`set_constraints` told the trial), ``constraints_func`` on
+    Optuna 4 (deprecated since 5.0)."""
+    if not count or hasattr(optuna.trial.Trial, "set_constraint"):
+        return {}
+    return {"constraints_func": constraints_func(count)}
+
+
+def constraints_func(count: int) -> Any:
+    """The ``constraints_func`` for Optuna's samplers, for ``count`` constraints: a
+    trial's stored :data:`CONSTRAINTS_ATTR`, or every bound broken when it has none.
+    Infinite violations are capped, since Optuna's samplers compute with them."""
+    broken = [1e300] * count
+
+    def read(trial: Any) -> list[float]:
+        stored = trial.user_attrs.get(CONSTRAINTS_ATTR)
+        if not isinstance(stored, list) or len(stored) != count:
+            return list(broken)
+        return [min(float(v), 1e300) if not math.isnan(float(v)) else 1e300 for v in stored]
+
+    return read

@@ -329,6 +329,10 @@ class Spec:
         raw: The YAML mapping after overrides, as run; written into the sweep directory.
         trainable: A reference (a built-in name or ``package.module:attribute``), or a
             :class:`Command`.
+        objective: The objective, or the first of several: ASHA's time attribute, the
+            trial table's ``final_value`` and ``best_value`` follow it.
+        more_objectives: The objectives after the first (a study of several, #24).
+        constraints: Bounds a feasible trial's last report keeps.
     """
 
     name: str
@@ -345,6 +349,18 @@ class Spec:
     checkpoints: Checkpoints = field(default_factory=Checkpoints)
     source: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    more_objectives: tuple[Objective, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+
+    @property
+    def objectives(self) -> tuple[Objective, ...]:
+        """Every objective, the first one first."""
+        return (self.objective, *self.more_objectives)
+
+    @property
+    def several_objectives(self) -> bool:
+        """Whether the study has more than one objective (a Pareto front, not a best)."""
+        return bool(self.more_objectives)
 
     @property
     def command(self) -> Command | None:

@@ -39,7 +39,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 __all__ = ["ParetoRungs", "dominates", "fronts", "pareto_order"]
 
@@ -156,3 +156,11 @@ class ParetoRungs:
         without a decision. Unknown milestones are ignored."""
         if milestone in self.recorded and key not in self.recorded[milestone]:
             self.recorded[milestone][key] = self.score(values)
+
+    def seed_from(self, values: Mapping[str, Mapping[float, Sequence[Any]]]) -> int:
+        """:meth:`seed` every ``{trial key: {milestone: values}}``; returns how many."""
+        before = sum(map(len, self.recorded.values()))
+        for key, at in values.items():
+            for milestone, point in at.items():
+                self.seed(key, milestone, point)
+        return sum(map(len, self.recorded.values())) - before

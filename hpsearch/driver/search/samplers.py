@@ -17,6 +17,7 @@ import optuna
 from optuna.samplers import BaseSampler, QMCSampler, TPESampler
 from optuna.trial import FrozenTrial, TrialState
 
+from hpsearch.driver.search.objectives import sampler_constraints
 from hpsearch.space.spec import Spec
 
 __all__ = ["QMCThenTPE", "make_sampler"]
@@ -27,6 +28,9 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
 
     * ``tpe``: ``TPESampler(seed=..., n_startup_trials=...)``, multivariate and with the
       constant liar (Optuna 5's defaults, given so that Optuna 4 samples the same way).
+      With several objectives it is Optuna's multi-objective TPE; with constraints it
+      learns from each trial's violations (:mod:`~hpsearch.driver.search.objectives`), as
+      ``gp`` and ``qmc``'s TPE do.
       When some parameters are conditional, ``group=True`` lets the multivariate TPE model
       each sub-space instead of falling back to independent sampling for them.
     * ``random``: ``RandomSampler(seed)``.
@@ -40,6 +44,7 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
     if search.algorithm == "random":
         return optuna.samplers.RandomSampler(seed=search.seed)
     conditional = any(p.when is not None for p in spec.params)
+    constrained = sampler_constraints(len(spec.constraints))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if search.algorithm == "gp":
@@ -47,13 +52,14 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
                 inspect.signature(optuna.samplers.GPSampler).parameters else {}
             return optuna.samplers.GPSampler(
                 seed=search.seed, n_startup_trials=search.n_startup_trials,
-                independent_sampler=optuna.samplers.RandomSampler(seed=search.seed), **quiet)
+                independent_sampler=optuna.samplers.RandomSampler(seed=search.seed), **quiet,
+                **constrained)
         if search.algorithm == "qmc":
             return QMCThenTPE(n_qmc=search.n_startup_trials, seed=search.seed,
-                              group=conditional)
+                              group=conditional, **constrained)
         return optuna.samplers.TPESampler(
             seed=search.seed, n_startup_trials=search.n_startup_trials, multivariate=True,
-            constant_liar=True, group=conditional)
+            constant_liar=True, group=conditional, **constrained)
 
 
 class QMCThenTPE(BaseSampler):

@@ -1,6 +1,7 @@
 """What stops a trial early: hpsearch's ASHA on Tune's public scheduler interface.
 
-:class:`SweepASHA` applies the rule of :class:`~hpsearch.driver.search.rungs.Rungs` to
+:class:`SweepASHA` applies the rule of :class:`~hpsearch.driver.search.rungs.Rungs` (of
+:class:`~hpsearch.driver.search.pareto.ParetoRungs`, MO-ASHA, with several objectives) to
 each report, keyed by the trial's hpsearch id, so that a resumed sweep's trials, which
 Tune knows under new ids, keep their place on the rungs. Its records are seeded from the
 study when a sweep resumes (:func:`rung_values`): Tune never saves a scheduler, and Ray's
@@ -15,6 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from hpsearch.driver.search.pareto import ParetoRungs
 from hpsearch.driver.search.rungs import Rungs
 from hpsearch.driver.search.ids import hpsearch_id
 from hpsearch.driver.search.study import RecordedTrial
@@ -52,21 +54,34 @@ class SweepASHA(FIFOScheduler):
     def __init__(self, spec: Spec, records: TrialRecords | None = None, *,
                  seeded: Mapping[str, Mapping[float, float]] | None = None):
         super().__init__()
-        self.rungs = Rungs.of(spec.scheduler, spec.objective)
+        s = spec.scheduler
+        self.rungs: Rungs | ParetoRungs = ParetoRungs(
+            milestones=s.rungs(), reduction_factor=s.reduction_factor,
+            modes=[o.mode for o in spec.objectives]) if spec.several_objectives \
+            else Rungs.of(s, spec.objective)
         self.rungs.seed_from(seeded or {})
-        self.time_key = spec.scheduler.result_key
-        self.objective_metric = spec.objective.metric
-        self.max_t = spec.scheduler.max_t
+        self.time_key = s.result_key
+        self.metrics = [o.metric for o in spec.objectives]
+        self.max_t = s.max_t
         self.records = records
 
+    def _value(self, result: Mapping[str, Any]) -> Any:
+        """What the rungs rank: the objective's value, or the tuple of all of them."""
+        if len(self.metrics) == 1:
+            return result[self.metrics[0]]
+        return tuple(result[m] for m in self.metrics)
+
+    def _judged(self, result: Mapping[str, Any]) -> bool:
+        return self.time_key in result and all(m in result for m in self.metrics)
+
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
-        if self.time_key not in result or self.objective_metric not in result:
+        if not self._judged(result):
             return TrialScheduler.CONTINUE
         t = result[self.time_key]
         if t >= self.max_t:
             return TrialScheduler.STOP
         key = hpsearch_id(trial)
-        if not self.rungs.judge(key, t, result[self.objective_metric]):
+        if not self.rungs.judge(key, t, self._value(result)):
             return TrialScheduler.CONTINUE
         if self.records is not None:
             self.records.stopped_by_scheduler(key)
@@ -75,11 +90,12 @@ class SweepASHA(FIFOScheduler):
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         # A last result past a rung the trial was not judged at is recorded, as Ray's
         # ASHA records it (it decides nothing for this trial any more).
-        if result and self.time_key in result and self.objective_metric in result:
-            if result[self.time_key] < self.max_t:
-                self.rungs.judge(hpsearch_id(trial), result[self.time_key], result[self.objective_metric])
+        if result and self._judged(result) and result[self.time_key] < self.max_t:
+            self.rungs.judge(hpsearch_id(trial), result[self.time_key], self._value(result))
 
     def debug_string(self) -> str:
+        if isinstance(self.rungs, ParetoRungs):
+            return f"hpsearch MO-ASHA (rungs {', '.join(map(str, self.rungs.milestones))})"
         cut = ", ".join(f"{m:g}: {self.rungs.cutoff(m)}" for m in self.rungs.milestones)
         return f"hpsearch ASHA (cutoffs {cut})"
 

@@ -7,9 +7,11 @@
   sweep's, under its own hpsearch id and Optuna trial) or asks the study for a new one.
   The hpsearch id travels in the trial's config (:mod:`~hpsearch.driver.search.ids`).
 * ``on_trial_result`` reports each finite objective at its study step
-  (:func:`~hpsearch.driver.search.study.study_step`), once per step.
+  (:func:`~hpsearch.driver.search.study.study_step`), once per step (every objective's
+  value, for a study of several: :func:`~hpsearch.driver.search.objectives.report_values`).
 * ``on_trial_complete`` ends the trial's row and tells the study the matching state,
-  then flushes the journal to disk: from then on the trial's result is durable.
+  with the constraints' violations at its last report, then flushes the journal to
+  disk: from then on the trial's result is durable.
 
 :class:`SweepSearch` is the search algorithm Tune runs it in. While the cluster ledger
 holds the sweep below the trials it could run, it tells Tune the search is finished for
@@ -26,7 +28,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 
+from optuna.trial import TrialState
+
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
+from hpsearch.driver.search.objectives import report_values, set_constraints, violations
 from hpsearch.driver.search.study import RecordedTrial, study_outcome, study_step
 from hpsearch.space.spec import Spec
 from hpsearch.store.records import TrialRecords
@@ -42,6 +47,7 @@ class _Live:
     trial_id: str  # hpsearch's
     trial: Any  # optuna.Trial
     steps: set[int] = field(default_factory=set)  # study steps reported
+    last: Mapping[str, Any] | None = None  # its last report with every objective
 
 
 class SweepSearcher(Searcher):
@@ -142,11 +148,11 @@ class SweepSearcher(Searcher):
         if result:
             self._report(live, result)  # the last report: Tune sent it nowhere else
         status = self.records.end(live.trial_id, errored=error, returned=not error)
-        row = self.records.trials[live.trial_id]
-        state, value = study_outcome(status, value=row.get("final_value"),
-                                     has_reports=bool(live.steps))
+        state, value = self._outcome(live, status)
         try:
             live.trial.set_user_attr("status", status)
+            if self.spec.constraints and live.last is not None and state != TrialState.FAIL:
+                set_constraints(live.trial, violations(self.spec.constraints, live.last))
             self.study.tell(live.trial, value, state=state, skip_if_finished=True)
             if self.journal is not None:
                 self.journal.sync()  # the trial's end is durable from here on
@@ -155,21 +161,35 @@ class SweepSearcher(Searcher):
                 return  # still running in the study: a resume continues it
             logger.warning("could not tell Optuna how trial %s ended: %s", live.trial_id, exc)
 
+    def _outcome(self, live: _Live, status: str) -> tuple[TrialState, Any]:
+        """The state and value(s) to tell the study: one objective's value is the trial
+        row's ``final_value``; several objectives' are its last report's."""
+        if not self.spec.several_objectives:
+            row = self.records.trials[live.trial_id]
+            return study_outcome(status, value=row.get("final_value"),
+                                 has_reports=bool(live.steps))
+        state, _ = study_outcome(status, value=0.0, has_reports=bool(live.steps))
+        if state != TrialState.COMPLETE:
+            return state, None
+        values = _values(live.last or {}, self.spec)
+        return (TrialState.COMPLETE, values) if values else (TrialState.FAIL, None)
+
     def _report(self, live: _Live, result: Mapping[str, Any]) -> None:
         if result.get(OBJECTIVE_MISSING):
             return
         try:
             t = float(result.get(self.spec.scheduler.result_key,
                                  result.get("training_iteration")))
-            value = float(result.get(self.metric))
         except (TypeError, ValueError):
             return
-        if t < 0 or not math.isfinite(value) or not math.isfinite(t):
+        values = _values(result, self.spec)
+        if t < 0 or values is None or not math.isfinite(t):
             return
+        live.last = result
         step = study_step(t, self.milestones, live.steps)
         if live.steps and step <= max(live.steps):  # repeated (a restarted trial)
             return
-        live.trial.report(value, step)
+        report_values(live.trial, step, values)
         live.steps.add(step)
 
     # --- the record is the journal: Tune's saved state holds none of it --------------------
@@ -180,6 +200,15 @@ class SweepSearcher(Searcher):
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.
         return {"spec": self.spec}
+
+
+def _values(result: Mapping[str, Any], spec: Spec) -> list[float] | None:
+    """The report's value of each objective, or ``None`` unless all are finite numbers."""
+    try:
+        values = [float(result.get(o.metric)) for o in spec.objectives]
+    except (TypeError, ValueError):
+        return None
+    return values if all(math.isfinite(v) for v in values) else None
 
 
 class SweepSearch(SearchGenerator):

@@ -163,11 +163,13 @@ class SweepJournal(JournalFileBackend):
 
 
 def open_study(sweep: SweepDir, *, direction: str = "minimize", sampler=None,
-               create: bool = True) -> tuple[optuna.Study | None, SweepJournal | None]:
+               create: bool = True, directions: Sequence[str] | None = None,
+               ) -> tuple[optuna.Study | None, SweepJournal | None]:
     """The sweep's study and its journal (to :meth:`~SweepJournal.sync`).
 
     The study is the only one in the file, named after the sweep when it started. A new
-    sweep's is created with ``create``; otherwise a sweep without one gives ``None``.
+    sweep's is created with ``create``, with ``directions`` (one per objective) when given,
+    else ``direction``; otherwise a sweep without one gives ``None``.
     Sweeps of older hpsearch versions keep their study in SQLite (``optuna.db``): their
     journal is ``None``, and SQLite writes each operation through itself.
     """
@@ -188,8 +190,8 @@ def open_study(sweep: SweepDir, *, direction: str = "minimize", sampler=None,
         return optuna.load_study(study_name=name, storage=storage, sampler=sampler), journal
     if not create:
         return None, journal
-    study = optuna.create_study(study_name=sweep.name, storage=storage, sampler=sampler,
-                                direction=direction)
+    how = {"directions": list(directions)} if directions else {"direction": direction}
+    study = optuna.create_study(study_name=sweep.name, storage=storage, sampler=sampler, **how)
     journal.sync()
     return study, journal
 

@@ -33,6 +33,7 @@ from hpsearch.driver.monitor.stall import StallWatch
 from hpsearch.driver.monitor.stops import SweepStopper
 from hpsearch.driver.monitor.tables import TablesCallback
 from hpsearch.driver.search.ids import hpsearch_id
+from hpsearch.driver.search.objectives import directions
 from hpsearch.driver.search.samplers import make_sampler
 from hpsearch.driver.search.schedulers import make_scheduler, rung_values
 from hpsearch.driver.search.searcher import SweepSearch, SweepSearcher
@@ -92,7 +93,7 @@ class SweepRun:
         self.progress = ProgressCallback(records, spec, stream=stream)
         self.disk = DiskWatch(sweep, say=self.progress.log)
         self.study, self.journal = open_study(
-            sweep, direction="minimize" if spec.objective.mode == "min" else "maximize",
+            sweep, directions=directions(spec.objectives),
             sampler=make_sampler(_reseeded(spec, len(recorded))))
         self.admission = Admission(
             planned=spec.trials.num, slots=plan.slots, deadline_at=deadline_at,

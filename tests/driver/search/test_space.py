@@ -114,7 +114,7 @@ def test_asha_scheduler_uses_time_attr_objective_and_rungs(mode):
                                            "grace_period": 1, "reduction_factor": 3})
     scheduler = make_scheduler(spec)
     assert isinstance(scheduler, SweepASHA)
-    assert (scheduler.time_key, scheduler.objective_metric, scheduler.max_t) == ("epoch", "val_loss", 12)
+    assert (scheduler.time_key, scheduler.metrics, scheduler.max_t) == ("epoch", ["val_loss"], 12)
     assert scheduler.rungs.milestones == spec.scheduler.rungs() == (1, 3, 9)
     assert scheduler.rungs.sign == (-1.0 if mode == "min" else 1.0)
 

@@ -57,8 +57,11 @@ def read_command(section: Mapping, report: Report, *, base_dir: str, resolve: bo
 
 
 def check_command(command: Command, report: Report, *, params: Iterable[Param],
-                  fixed: Mapping[str, Any], objective: Objective, scheduler: Scheduler) -> Any:
-    """``command`` if its placeholders and patterns fit the rest of the spec, else :data:`BAD`."""
+                  fixed: Mapping[str, Any], objective: Objective, scheduler: Scheduler,
+                  more: Iterable[str] = ()) -> Any:
+    """``command`` if its placeholders and patterns fit the rest of the spec, else :data:`BAD`.
+    ``more``: the other metrics the space names (objectives after the first, constraints),
+    which the patterns must give too."""
     searched = [p.name for p in params]
     for name in searched + list(fixed):
         if name in BUILTINS and name != "seed":
@@ -88,10 +91,13 @@ def check_command(command: Command, report: Report, *, params: Iterable[Param],
         groups: set[str] = set()
         for pattern in command.metrics:
             groups |= set(re.compile(pattern).groupindex)
-        wanted = [objective.metric] + ([scheduler.time_attr] if scheduler.budget_key else [])
+        time = [scheduler.time_attr] if scheduler.budget_key else []
+        wanted = list(dict.fromkeys([objective.metric, *more, *time]))
         for name in wanted:
             if name not in groups:
-                what = "the objective metric" if name == objective.metric else "the time attribute"
+                what = ("the time attribute" if name in time and name != objective.metric
+                        else "the objective metric" if name == objective.metric
+                        else "the metric")
                 report.add(_PATH + ("metrics",), "command", f"no named group gives {what} "
                            f"`{name}`: add `(?P<{name}>...)` to a pattern")
     return command

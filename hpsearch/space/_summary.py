@@ -27,8 +27,12 @@ def summarize(spec: Spec) -> str:
     else:
         builtin = " (built-in)" if spec.trainable in BUILTINS else ""
         rows.append(("trainable", spec.trainable + builtin))
-    goal = "minimize" if spec.objective.mode == "min" else "maximize"
-    rows.append(("objective", f"{goal} {spec.objective.metric}"))
+    goals = [f"{'minimize' if o.mode == 'min' else 'maximize'} {o.metric}"
+             for o in spec.objectives]
+    rows.append(("objective", goals[0] if len(goals) == 1
+                 else " and ".join(goals) + " (a Pareto front)"))
+    for constraint in spec.constraints:
+        rows.append(("constraint", constraint.describe()))
     lines = [f"{spec.name}" + (f"  ({spec.source})" if spec.source else "")]
     lines += [f"  {key:<11} {value}" for key, value in rows]
     lines.append(f"  parameters  {len(spec.params)} searched, {len(spec.fixed)} fixed")

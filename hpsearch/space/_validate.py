@@ -15,16 +15,17 @@ from typing import Any, Mapping
 
 from hpsearch.errors import SpaceError, TrainableError
 from hpsearch.space._command import check_command, read_command
+from hpsearch.space._objectives import read_constraints, read_objectives
 from hpsearch.space._params import read_params
 from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
 from hpsearch.space._yaml import REJECTED, Index
 from hpsearch.space.duration import parse_deadline, parse_duration
 from hpsearch.workloads.resolve import TrainableRef, check_reference, find_trainable
 from hpsearch.space.spec import (
+    TRIAL_COLUMNS,
     Budget,
     Checkpoints,
     Command,
-    Objective,
     Resources,
     Scheduler,
     Search,
@@ -36,7 +37,7 @@ __all__ = ["SECTIONS", "sort_issues", "storage_problem", "validate"]
 
 #: Top-level sections, in the order the docs list them.
 SECTIONS = (
-    "name", "trainable", "objective", "params", "search", "scheduler", "trials",
+    "name", "trainable", "objective", "constraints", "params", "search", "scheduler", "trials",
     "resources", "budget", "storage", "checkpoints",
 )
 _EXAMPLES = {
@@ -91,10 +92,13 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
     report.reject_unknown_keys(raw, (), SECTIONS, what="section")
     scheduler = _read_scheduler(raw, report)
     trainable = _read_trainable(raw, report, resolve_trainable, source)
+    objectives = read_objectives(raw, report)
     parts = dict(
         name=_read_name(raw, report, default_name),
         trainable=trainable.ref if isinstance(trainable, TrainableRef) else trainable,
-        objective=_read_objective(raw, report),
+        objective=objectives if objectives is BAD else objectives[0],
+        more_objectives=objectives if objectives is BAD else objectives[1],
+        constraints=read_constraints(raw, report),
         search=_read_search(raw, report),
         scheduler=scheduler,
         trials=_read_trials(raw, report),
@@ -115,7 +119,9 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
     raw = copy.deepcopy(dict(raw))
     if isinstance(trainable, Command):
         check_command(trainable, report, params=searched, fixed=fixed,
-                      objective=parts["objective"], scheduler=scheduler)
+                      objective=parts["objective"], scheduler=scheduler,
+                      more=[o.metric for o in parts["more_objectives"]]
+                      + [c.metric for c in parts["constraints"]])
         raw["trainable"] = {**raw["trainable"], "cwd": trainable.cwd}  # as resolved: a
         # resumed sweep reads its space from the sweep directory
     if contract is not None and parts["resources"].gpus_per_worker > 1:
@@ -130,6 +136,17 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
                           "`time` stops trials after max_t seconds, but the learning-rate "
                           "schedule needs each trial's length: set `epochs` or `max_steps` "
                           "in params (e.g. `epochs: 20`)")
+    if parts["more_objectives"]:
+        taken = {*TRIAL_COLUMNS, "feasible", "pareto", *(p.name for p in searched), *fixed}
+        for i, o in enumerate((parts["objective"], *parts["more_objectives"])):
+            if o.metric in taken:
+                report.add(("objective", Index(i), "metric"), "name",
+                           f"`{o.metric}` is a column of trials.parquet already (a parameter "
+                           "or one of hpsearch's); each objective gets a column of its name")
+    if parts["more_objectives"] and parts["search"].warm_start:
+        return report.add(("search", "warm_start"), "conflict",
+                          "a warm start learns from one objective's values; with several "
+                          "objectives, start the sweep without `warm_start`")
     spec = Spec(params=searched, fixed=fixed, source=source, raw=raw,
                 **parts)
     if contract is not None and not report.issues:
@@ -195,15 +212,6 @@ def _section(raw: Mapping, report: Report, name: str, keys: tuple[str, ...], *,
     if section is not BAD:
         report.reject_unknown_keys(section, path, keys)
     return path, section
-
-
-def _read_objective(raw: Mapping, report: Report) -> Any:
-    path, section = _section(raw, report, "objective", ("metric", "mode"), required=True)
-    if section is BAD:
-        return BAD
-    metric = report.text(section, path, "metric")
-    mode = report.option(section, path, "mode", ("min", "max"))
-    return Objective(metric=metric, mode=mode) if ok(metric, mode) else BAD
 
 
 def _read_search(raw: Mapping, report: Report) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Mapping, Union
+from typing import Any, Iterable, Literal, Mapping, Sequence, Union
 
 #: Columns of ``trials.parquet`` besides the parameters; no parameter may take these names.
 TRIAL_COLUMNS = (
@@ -140,6 +140,25 @@ class Objective:
         """The best finite value of ``values``, or ``None``."""
         found = [v for v in values if math.isfinite(self.score(v))]
         return min(found, key=self.score) if found else None
+
+
+def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether score vector ``a`` (higher is better everywhere) is at least as good as
+    ``b`` everywhere and better somewhere.
+
+    Example:
+        >>> dominates((2, 1), (1, 1)), dominates((2, 0), (1, 1)), dominates((1, 1), (1, 1))
+        (True, False, False)
+    """
+    return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))
+
+
+def pareto_front(values: Sequence[Sequence[Any]], objectives: Sequence[Objective]) -> list[int]:
+    """Indices of the ``values`` (one value per objective each) that no other dominates;
+    a vector with a value that is not a finite number is never on the front."""
+    scores = [[-o.score(v) for o, v in zip(objectives, row)] for row in values]
+    finite = [i for i, s in enumerate(scores) if all(math.isfinite(x) for x in s)]
+    return [i for i in finite if not any(dominates(scores[j], scores[i]) for j in finite)]
 
 
 @dataclass(frozen=True)

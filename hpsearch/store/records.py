@@ -12,7 +12,7 @@ import math
 import time
 from typing import Any, Iterable, Mapping
 
-from hpsearch.space.spec import Spec
+from hpsearch.space.spec import Spec, pareto_front
 from hpsearch.store import status as st
 from hpsearch.store.reports import (FIRST_STEP_AT, OBJECTIVE_MISSING, epoch_seconds,
                                     final_status, history_row, is_nan, is_nat, log_rows,
@@ -49,6 +49,7 @@ class TrialRecords:
         self._counts: dict[str, int] = {}
         self._status_of: dict[str, str] = {}  # trial_id -> status as last counted
         self.rows_counted = 0  # rows counts() looked at (tests count work with it)
+        self._front: list[str] | None = None  # trial_ids with pareto true (several objectives)
 
     def touch(self, trial_id: str) -> None:
         """Note that ``trial_id``'s row changed (a new version)."""
@@ -115,6 +116,7 @@ class TrialRecords:
             row["best_epoch"] = hist.get("epoch")
         row["steps"] = hist.get("step")
         row["epochs"] = hist.get("epoch")
+        self._objectives_and_constraints(row, result)
         row["wall_s"] = result.get("time_total_s")
         if result.get("precision") is not None:
             row["precision_used"] = result.get("precision")
@@ -125,6 +127,53 @@ class TrialRecords:
         if "startup_s" not in row and first_step is not None and started:
             # The first attempt's start-up: a restart after a failure keeps it.
             row["startup_s"] = max(0.0, float(first_step) - started)
+
+    def _objectives_and_constraints(self, row: dict[str, Any], result: Mapping[str, Any]) -> None:
+        """Each objective's value (several objectives) and ``feasible`` (constraints), at
+        the last report."""
+        if self.spec.several_objectives:
+            row.update({o.metric: result.get(o.metric) for o in self.spec.objectives})
+        if self.spec.constraints:
+            row["feasible"] = all(c.violation(result.get(c.metric)) <= 0
+                                  for c in self.spec.constraints)
+
+    def _settle_front(self, trial_id: str) -> None:
+        """Update ``pareto`` after ``trial_id`` ended: the non-dominated feasible trials that
+        reached ``max_t`` (``completed``). A newcomer joins the front unless a member
+        dominates it, and pushes out the members it dominates: the cost is the front's
+        size, not the table's."""
+        if not self.spec.several_objectives:
+            return
+        if self._front is None:  # the first end of this run (a resume's rows included)
+            self._front = []
+            for tid in [t for t in self.trials if t != trial_id]:
+                self._join_front(tid)
+        self._join_front(trial_id)
+
+    def _join_front(self, trial_id: str) -> None:
+        if trial_id in self._front:
+            self._front.remove(trial_id)
+        row = self.trials[trial_id]
+        objectives = self.spec.objectives
+        point = [row.get(o.metric) for o in objectives]
+        eligible = (row.get("status") == st.COMPLETED and row.get("feasible") is not False
+                    and len(pareto_front([point], objectives)) == 1)
+        if eligible:
+            members = [[self.trials[t].get(o.metric) for o in objectives] for t in self._front]
+            on = pareto_front([*members, point], objectives)
+            eligible = len(members) in on
+            for i in [i for i in range(len(members)) if i not in on]:
+                self._mark_pareto(self._front[i], False)
+            self._front = [t for i, t in enumerate(self._front) if i in on]
+        if eligible:
+            self._front.append(trial_id)
+        if row.get("status") in st.ENDED:
+            self._mark_pareto(trial_id, eligible)
+
+    def _mark_pareto(self, trial_id: str, on: bool) -> None:
+        if self.trials[trial_id].get("pareto") is not on:
+            self.trials[trial_id]["pareto"] = on
+            self.touch(trial_id)
 
     def _append(self, hist: dict[str, Any]) -> None:
         key = report_key(hist)
@@ -164,6 +213,7 @@ class TrialRecords:
         )
         row["ended_at"] = time.time()
         self.annotate(trial_id, error=error, checkpoint=checkpoint)
+        self._settle_front(trial_id)
         return row["status"]
 
     def annotate(self, trial_id: str, *, error: str | None = None,
@@ -196,6 +246,10 @@ class TrialRecords:
             row.update({p.name: params.get(p.name) for p in self.spec.params})
         self.touch(trial_id)
         steps = sorted(values)
+        if steps and isinstance(values[steps[-1]], tuple):  # a study of several objectives
+            row.update({o.metric: v for o, v in zip(self.spec.objectives, values[steps[-1]])})
+            values = {k: v[0] for k, v in values.items()}
+            final_value = final_value[0] if isinstance(final_value, tuple) else final_value
         if final_value is None and steps:
             final_value = values[steps[-1]]
         best = self.spec.objective.best(values.values())
@@ -206,6 +260,7 @@ class TrialRecords:
             row["objective_reported"] = True
         if self.spec.objective.better(best, row.get("best_value")):
             row["best_value"] = best
+        self._settle_front(trial_id)
 
     def _recover_reports(self, trial_id: str, row: dict[str, Any],
                          values: Mapping[int, float]) -> None:
@@ -293,6 +348,7 @@ class TrialRecords:
         """Seed from tables written earlier (resume)."""
         self.version += 1
         self.rewrites += 1
+        self._front = None
         for row in trials:
             row = {k: v for k, v in row.items() if not is_nan(v) and not is_nat(v)}
             if math.isfinite(self.spec.objective.score(row.get("best_value"))):

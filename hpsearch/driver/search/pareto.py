@@ -41,19 +41,11 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from hpsearch.space.spec import dominates
+
 __all__ = ["ParetoRungs", "dominates", "fronts", "pareto_order"]
 
 Point = Sequence[float]
-
-
-def dominates(a: Point, b: Point) -> bool:
-    """Whether ``a`` is at least as good as ``b`` everywhere and better somewhere.
-
-    Example:
-        >>> dominates((2, 1), (1, 1)), dominates((2, 0), (1, 1)), dominates((1, 1), (1, 1))
-        (True, False, False)
-    """
-    return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))
 
 
 def fronts(points: Sequence[Point]) -> list[list[int]]:

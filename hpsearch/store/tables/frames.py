@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from hpsearch.space.spec import TRIAL_COLUMNS
+from hpsearch.space.spec import TRIAL_COLUMNS, Spec
 from hpsearch.store.records import TrialRecords
 
-__all__ = ["history_frame", "trials_frame"]
+__all__ = ["flag_columns", "history_frame", "objective_columns", "trial_columns",
+           "trials_frame"]
 
 
 # The trial table's columns by type, as trials_frame makes them.
@@ -24,6 +25,25 @@ _STRING_COLUMNS = ("trial_id", "status", "precision_used", "checkpoint", "error"
 _TIME_COLUMNS = ("started_at", "ended_at")
 
 
+def objective_columns(spec: Spec) -> list[str]:
+    """One column per objective, named after its metric, with several objectives."""
+    return [o.metric for o in spec.objectives] if spec.several_objectives else []
+
+
+def flag_columns(spec: Spec) -> list[str]:
+    """``feasible`` with constraints, ``pareto`` with several objectives."""
+    return ["feasible"] * bool(spec.constraints) + ["pareto"] * spec.several_objectives
+
+
+def trial_columns(spec: Spec) -> list[str]:
+    """The trial table's columns, in order (``docs/trial-tables.md``): the objectives'
+    and the flags' come after ``final_value``, so that the parameters stay between
+    ``status`` and it."""
+    params = [p.name for p in spec.params if p.name not in TRIAL_COLUMNS]
+    return ["trial_id", "status", *params, "final_value", *objective_columns(spec),
+            *flag_columns(spec), *TRIAL_COLUMNS[3:]]
+
+
 def trials_frame(records: TrialRecords):
     """The trial table of ``records`` as a DataFrame with stable column types."""
     import pandas as pd
@@ -31,7 +51,7 @@ def trials_frame(records: TrialRecords):
     spec = records.spec
     res = spec.resources
     params = [p.name for p in spec.params if p.name not in TRIAL_COLUMNS]
-    columns = ["trial_id", "status", *params, *TRIAL_COLUMNS[2:]]
+    columns = trial_columns(spec)
     rows = list(records.trials.values())
     # Built column by column (one list per column, not one dict per row): the whole table
     # is converted at every write, ~10 ms per 1,000 trials.
@@ -49,8 +69,10 @@ def trials_frame(records: TrialRecords):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     for col in ("best_step", "steps", "optuna_trial"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
-    for col in ("best_epoch", "epochs"):
+    for col in ("best_epoch", "epochs", *objective_columns(spec)):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    for col in flag_columns(spec):
+        df[col] = df[col].astype("boolean")
     # Fixed types, so a column that is empty in this sweep (no error yet, a conditional
     # parameter never sampled) has the same Arrow type as in every other sweep.
     for col in ("trial_id", "status", "precision_used", "checkpoint", "error"):

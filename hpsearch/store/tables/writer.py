@@ -16,6 +16,8 @@ from hpsearch.store.layout import SweepDir, write_atomic
 from hpsearch.store.parts import HistoryWriter
 from hpsearch.store.records import TrialRecords
 from hpsearch.store.tables.frames import (
+    flag_columns,
+    objective_columns,
     _FLOAT_COLUMNS,
     _INT_COLUMNS,
     _STRING_COLUMNS,
@@ -39,6 +41,8 @@ def _typed_columns(spec: Spec) -> dict[str, str] | None:
     kinds = {c: k for k, cols in (("float", _FLOAT_COLUMNS), ("int", _INT_COLUMNS),
                                   ("string", _STRING_COLUMNS), ("time", _TIME_COLUMNS))
              for c in cols}
+    kinds.update({c: "float" for c in objective_columns(spec)})
+    kinds.update({c: "bool" for c in flag_columns(spec)})
     for p in spec.params:
         if p.name in TRIAL_COLUMNS:
             continue
@@ -58,6 +62,8 @@ def _fits(kind: str, value: Any) -> bool:
         return True
     if kind == "string":
         return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return kind != "int" or not isinstance(value, float) or value != value or value.is_integer()

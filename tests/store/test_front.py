@@ -1,0 +1,92 @@
+"""The trial table of a sweep of several objectives with a constraint (#24): one column
+per objective, ``feasible``, and ``pareto`` for the non-dominated feasible trials that
+reached ``max_t``, kept up to date as trials end and after a resume. No Ray."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from hpsearch.space.spec import Constraint, FloatParam, Objective, Scheduler, Spec, Trials
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.tables import read_trials, write_tables
+
+LOSS, SPEED = Objective("val_loss", "min"), Objective("samples_per_s", "max")
+
+
+def make_spec(**changes):
+    spec = Spec(name="mo", trainable="digits", objective=LOSS,
+                params=(FloatParam("lr", 1e-4, 1e-1, log=True),), fixed={},
+                scheduler=Scheduler(max_t=3, grace_period=1, reduction_factor=3),
+                trials=Trials(num=10), more_objectives=(SPEED,),
+                constraints=(Constraint("val_accuracy", min=0.5),))
+    return replace(spec, **changes)
+
+
+def run(records, tid, loss, speed, acc, *, epochs=3):
+    records.start(tid, {"lr": 0.01})
+    for e in range(1, epochs + 1):
+        records.result(tid, {"val_loss": loss, "samples_per_s": speed, "val_accuracy": acc,
+                             "epoch": e, "training_iteration": e, "time_total_s": float(e)})
+    if epochs < 3:
+        records.stopped_by_scheduler(tid)
+    records.end(tid, returned=True)
+
+
+def front(records):
+    return sorted(t for t, row in records.trials.items() if row.get("pareto"))
+
+
+def test_the_front_is_the_feasible_non_dominated_trials_that_reached_max_t(tmp_path):
+    records = TrialRecords(make_spec())
+    run(records, "a", 0.5, 100, 0.9)
+    run(records, "b", 0.4, 50, 0.9)
+    run(records, "c", 0.6, 90, 0.9)          # dominated by a
+    run(records, "d", 0.1, 1000, 0.2)        # the best point, but infeasible
+    run(records, "e", 0.05, 2000, 0.9, epochs=1)  # stopped at its rung: not at max_t
+    assert front(records) == ["a", "b"]
+    assert [records.trials[t]["feasible"] for t in "abcde"] == [True, True, True, False, True]
+    before = records.version
+    run(records, "f", 0.3, 200, 0.9)         # dominates a and b: they leave the front
+    assert front(records) == ["f"]
+    assert {"a", "b", "f"} <= set(records.changed_since(before))  # the writer rewrites them
+    sweep = SweepDir(tmp_path / "mo")
+    sweep.path.mkdir()
+    write_tables(records, sweep)
+    table = read_trials(sweep.path).set_index("trial_id")
+    cols = list(table.columns)
+    assert cols[cols.index("final_value"):cols.index("final_value") + 5] == [
+        "final_value", "val_loss", "samples_per_s", "feasible", "pareto"]
+    assert str(table["pareto"].dtype) == "boolean" and str(table["val_loss"].dtype) == "float64"
+    assert table["pareto"].to_dict() == {"a": False, "b": False, "c": False, "d": False,
+                                         "e": False, "f": True}
+    assert table.loc["d", "samples_per_s"] == 1000 and not table.loc["d", "feasible"]
+
+
+def test_a_resumed_sweeps_front_continues_from_its_table(tmp_path):
+    records = TrialRecords(make_spec())
+    run(records, "a", 0.5, 100, 0.9)
+    run(records, "b", 0.4, 50, 0.9)
+    sweep = SweepDir(tmp_path / "mo")
+    sweep.path.mkdir()
+    write_tables(records, sweep)
+    resumed = TrialRecords(make_spec())
+    rows = read_trials(sweep.path).astype(object).where(lambda df: pd.notna(df), None)
+    resumed.load(rows.to_dict("records"), [])
+    run(resumed, "c", 0.45, 75, 0.9)  # between a and b: all three on the front
+    run(resumed, "d", 0.35, 120, 0.9)  # dominates all three
+    assert front(resumed) == ["d"]
+    assert [resumed.trials[t]["pareto"] for t in "abc"] == [False, False, False]
+
+
+def test_one_objective_without_constraints_keeps_todays_columns(tmp_path):
+    records = TrialRecords(make_spec(more_objectives=(), constraints=()))
+    run(records, "a", 0.5, 100, 0.9)
+    sweep = SweepDir(tmp_path / "so")
+    sweep.path.mkdir()
+    write_tables(records, sweep)
+    cols = list(read_trials(sweep.path).columns)
+    assert not {"val_loss", "samples_per_s", "feasible", "pareto"} & set(cols)
+    assert cols[:4] == ["trial_id", "status", "lr", "final_value"]

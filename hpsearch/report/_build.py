@@ -30,6 +30,8 @@ _STATUS_MEANING = {
                  "checkpoints; free space, then `hpsearch resume {name}` continues it",
     "no_trial_completed": "no trial produced a usable value",
     "all_failed": "the first trials all failed, so the sweep stopped early: see Failed trials",
+    "missing_metric": "a trial's first report lacked a metric the objectives or constraints "
+                      "name, so the sweep stopped: report it from the trainable",
     "deadline": "stopped at its deadline",
     "died (resume it)": "its driver died; `hpsearch resume {name}` continues it",
 }

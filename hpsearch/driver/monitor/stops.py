@@ -13,6 +13,8 @@ step, and the first reason that holds ends the run and is kept as :attr:`reason`
 ``time_budget``    ``budget.time`` is spent (counted from this run's start)
 ``disk_full``      the sweep's disk is full (:class:`~hpsearch.driver.monitor.disk.DiskWatch`):
                    as for ``interrupted``, running trials stay unfinished to resume
+``missing_metric`` a trial's first report lacks a metric the space's objectives or
+                   constraints name (the searcher's ``problem``): every trial would
 =================  =====================================================================
 """
 
@@ -40,12 +42,16 @@ class SweepStopper(Stopper):
         deadline_at: The deadline in epoch seconds, or ``None``.
         clock: Epoch seconds now (tests pass their own).
         disk: The sweep's full-disk watch, or ``None``.
+        problem: Returns why the sweep cannot go on (a metric the trials do not report),
+            or ``None``.
     """
 
     def __init__(self, records: TrialRecords, *, all_failed_after: int, watch: Any = None,
                  time_budget_s: float | None = None, deadline_at: float | None = None,
-                 clock: Callable[[], float] = time.time, disk: Any = None):
+                 clock: Callable[[], float] = time.time, disk: Any = None,
+                 problem: Callable[[], str | None] = lambda: None):
         self.records = records
+        self.problem = problem
         self.disk = disk
         self.all_failed_after = all_failed_after
         self.watch = watch
@@ -70,6 +76,8 @@ class SweepStopper(Stopper):
     def _why(self) -> str | None:
         if self.disk is not None and self.disk.full:
             return "disk_full"
+        if self.problem() is not None:
+            return "missing_metric"
         if self.all_failed():
             return "all_failed"
         if self.watch is not None and self.watch.should_stop():

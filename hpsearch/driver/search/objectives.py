@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import optuna
 
 from hpsearch.errors import HpsearchError
+from hpsearch.store.reports import FIRST_STEP_AT
 from hpsearch.space.spec import Constraint, Objective
 
 __all__ = ["CONSTRAINTS_ATTR", "REPORT_ATTR", "ConstraintMetricMissing", "constraints_func",
@@ -93,13 +94,24 @@ def check_first_report(report: Mapping[str, Any], objectives: Sequence[Objective
                        constraints: Sequence[Constraint] = ()) -> None:
     """Raise :class:`ConstraintMetricMissing` (one line, with the key paths and what the
     report has) when the first report lacks a metric the space names."""
+    import difflib
+
+    from ray.tune.result import AUTO_RESULT_KEYS
+
     missing = missing_metrics(report, objectives, constraints)
     if missing:
-        has = ", ".join(sorted(k for k, v in report.items()
-                               if isinstance(v, (int, float)) and not isinstance(v, bool)))
+        # What the trainable reported: not Tune's own keys, not hpsearch's markers.
+        metrics = sorted(k for k, v in report.items() if isinstance(v, (int, float))
+                         and not isinstance(v, bool) and "/" not in k
+                         and k not in AUTO_RESULT_KEYS and k not in (FIRST_STEP_AT, "step"))
+        hints = []
+        for path in missing:
+            close = difflib.get_close_matches(path.split(": ", 1)[1], metrics, n=1)
+            hints.append(path + (f" (did you mean `{close[0]}`?)" if close else ""))
         raise ConstraintMetricMissing(
-            f"the trial's first report has no {'; no '.join(missing)} (it reports {has}): "
-            "report that metric from the trainable, or change the space file")
+            f"the trial's first report has no {'; no '.join(hints)}; it reports "
+            f"{', '.join(metrics) or 'no metrics'}. Report that metric from the trainable, "
+            "or change the space file")
 
 
 def violations(constraints: Sequence[Constraint], metrics: Mapping[str, Any]) -> list[float]:

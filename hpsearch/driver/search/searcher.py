@@ -31,7 +31,8 @@ from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 from optuna.trial import TrialState
 
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
-from hpsearch.driver.search.objectives import report_values, set_constraints, violations
+from hpsearch.driver.search.objectives import (ConstraintMetricMissing, check_first_report,
+                                               report_values, set_constraints, violations)
 from hpsearch.driver.search.study import RecordedTrial, study_outcome, study_step
 from hpsearch.space.spec import Spec
 from hpsearch.store.records import TrialRecords
@@ -83,6 +84,9 @@ class SweepSearcher(Searcher):
         self.unfinished = list(unfinished)
         self.created = planned_before
         self.live: dict[str, _Live] = {}  # Tune trial id -> the trial it runs
+        #: Why the sweep cannot go on: a trial's first report lacked a metric the space's
+        #: other objectives or constraints name (the stopper ends the sweep on it).
+        self.problem: str | None = None
         s = spec.scheduler
         self.milestones = (*s.rungs(), s.max_t)
 
@@ -182,6 +186,12 @@ class SweepSearcher(Searcher):
                                  result.get("training_iteration")))
         except (TypeError, ValueError):
             return
+        if live.last is None and self.problem is None and (
+                self.spec.several_objectives or self.spec.constraints):
+            try:
+                check_first_report(result, self.spec.objectives, self.spec.constraints)
+            except ConstraintMetricMissing as exc:
+                self.problem = str(exc)
         values = _values(result, self.spec)
         if t < 0 or values is None or not math.isfinite(t):
             return

@@ -33,7 +33,7 @@ from hpsearch.driver.monitor.stall import StallWatch
 from hpsearch.driver.monitor.stops import SweepStopper
 from hpsearch.driver.monitor.tables import TablesCallback
 from hpsearch.driver.search.ids import hpsearch_id
-from hpsearch.driver.search.objectives import directions
+from hpsearch.driver.search.objectives import ConstraintMetricMissing, directions
 from hpsearch.driver.search.samplers import make_sampler
 from hpsearch.driver.search.schedulers import make_scheduler, rung_values
 from hpsearch.driver.search.searcher import SweepSearch, SweepSearcher
@@ -109,7 +109,8 @@ class SweepRun:
         self.watch = StallWatch(records, self.progress.log)
         self.stopper = SweepStopper(records, all_failed_after=min(spec.trials.num, 3),
                                     watch=self.watch, time_budget_s=spec.budget.time_s,
-                                    deadline_at=deadline_at, disk=self.disk)
+                                    deadline_at=deadline_at, disk=self.disk,
+                                    problem=lambda: self.searcher.problem)
         self.housekeeping = Housekeeping(runner, self.admission)
 
     def tuner(self) -> Any:
@@ -186,6 +187,9 @@ class SweepRun:
                 f"the sweep stalled and was stopped: {self.watch.diagnosis}. The tables in "
                 f"{sweep} are up to date; free the resources, then `hpsearch resume "
                 f"{sweep.name} --storage {sweep.storage}`.")
+        if status == "missing_metric":
+            raise ConstraintMetricMissing(
+                f"{self.searcher.problem}. The sweep stopped; its tables are in {sweep}.")
         if status == "interrupted":
             raise Interrupted(
                 f"interrupted: the tables in {sweep} are up to date. "
@@ -211,8 +215,8 @@ class SweepRun:
             return "stalled"
         if reason == "deadline" or self.admission.refused_for_deadline:
             return "deadline"
-        if reason == "all_failed":
-            return "all_failed"
+        if reason in ("all_failed", "missing_metric"):
+            return reason
         if not any(counts.get(s) for s in st.WITH_RESULT):
             return "no_trial_completed"
         return "finished"

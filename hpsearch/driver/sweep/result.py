@@ -29,7 +29,7 @@ class SweepResult:
     Attributes:
         sweep_dir: The sweep directory.
         status: ``finished``, ``deadline`` (the deadline ended it; trials that ran are in
-            the tables), ``no_trial_completed``, ``all_failed``, ``interrupted``,
+            the tables), ``no_trial_completed``, ``all_failed``, ``missing_metric``, ``interrupted``,
             ``stalled`` or ``planned``.
         plan: Slots, rungs and cost estimate.
         best: The best trial's row of the trial table (``None`` if none has a value).

@@ -52,14 +52,16 @@ def test_constraints_describe_themselves_and_judge_a_report():
 
 
 def test_a_first_report_without_a_named_metric_is_one_line_with_its_key_path():
-    report = {"val_loss": 0.4, "epoch": 1, "samples_per_s": 900.0, "done": False}
+    report = {"val_loss": 0.4, "epoch": 1, "samples_per_s": 900.0, "done": False,
+              "time_total_s": 3.0, "config/lr": 0.1, "pid": 7, "val_acc": 0.9}
     cons = (Constraint("val_accuracy", min=0.5),)
     assert missing_metrics(report, (LOSS, SPEED), cons) == ["constraints[0].metric: val_accuracy"]
     with pytest.raises(ConstraintMetricMissing) as err:
         check_first_report(report, (LOSS, SPEED), cons)
     message = str(err.value)
     assert "\n" not in message and "constraints[0].metric: val_accuracy" in message
-    assert "(it reports epoch, samples_per_s, val_loss)" in message
+    assert "; it reports epoch, samples_per_s, val_acc, val_loss." in message
+    assert "val_accuracy (did you mean `val_acc`?)" in message
     check_first_report({**report, "val_accuracy": 0.9}, (LOSS, SPEED), cons)  # no error
 
 

@@ -119,3 +119,25 @@ def test_one_objective_sweeps_tell_the_study_as_before(tmp_path):
     (trial,) = load_sweep_study(sweep).trials
     assert trial.value == 0.6 and trial.intermediate_values == {1: 0.9, 2: 0.7, 3: 0.6}
     assert CONSTRAINTS_ATTR not in trial.user_attrs and "report:1" not in trial.user_attrs
+
+
+def test_a_constraint_on_a_metric_the_first_report_lacks_stops_the_sweep_in_one_line(tmp_path):
+    from hpsearch.driver.monitor.stops import SweepStopper
+
+    spec = replace(make_spec(), constraints=(Constraint("val_acc", min=0.5),))
+    sweep = SweepDir(tmp_path / "mo")
+    sweep.path.mkdir()
+    records = TrialRecords(spec)
+    study, journal = open_study(sweep, directions=directions(spec.objectives))
+    searcher = SweepSearcher(spec, study=study, records=records,
+                             admission=Admission(planned=3, slots=1), journal=journal)
+    stopper = SweepStopper(records, all_failed_after=3, problem=lambda: searcher.problem)
+    config = searcher.suggest("a")
+    records.start(config[TRIAL_ID_KEY], config)
+    assert not stopper.stop_all()
+    searcher.on_trial_result("a", {"val_loss": 0.9, "samples_per_s": 900, "val_accuracy": 0.7,
+                                   "epoch": 1, "training_iteration": 1})
+    assert stopper.stop_all() and stopper.reason == "missing_metric"
+    assert searcher.problem.startswith("the trial's first report has no "
+                                       "constraints[0].metric: val_acc (did you mean "
+                                       "`val_accuracy`?)")

@@ -101,14 +101,20 @@ def test_mo_asha_stops_the_dominated_trial_and_the_study_keeps_the_feasible_fron
     assert set(seeded.rungs.recorded[1]) == {"a", "b", "c"}
 
 
-def test_one_objective_sweeps_tell_the_study_as_before(tmp_path):
-    spec = replace(make_spec(), more_objectives=(), constraints=())
-    sweep = SweepDir(tmp_path / "so")
+def one_at_a_time(tmp_path, spec):
+    """A sweep directory, records and a searcher that runs one trial at a time."""
+    sweep = SweepDir(tmp_path / spec.name)
     sweep.path.mkdir()
     records = TrialRecords(spec)
     study, journal = open_study(sweep, directions=directions(spec.objectives))
     searcher = SweepSearcher(spec, study=study, records=records,
-                             admission=Admission(planned=1, slots=1), journal=journal)
+                             admission=Admission(planned=3, slots=1), journal=journal)
+    return sweep, records, searcher
+
+
+def test_one_objective_sweeps_tell_the_study_as_before(tmp_path):
+    spec = replace(make_spec(), more_objectives=(), constraints=())
+    sweep, records, searcher = one_at_a_time(tmp_path, spec)
     config = searcher.suggest("x")
     records.start(config[TRIAL_ID_KEY], config)
     for epoch, loss in ((1, 0.9), (2, 0.7), (3, 0.6)):
@@ -125,12 +131,7 @@ def test_a_constraint_on_a_metric_the_first_report_lacks_stops_the_sweep_in_one_
     from hpsearch.driver.monitor.stops import SweepStopper
 
     spec = replace(make_spec(), constraints=(Constraint("val_acc", min=0.5),))
-    sweep = SweepDir(tmp_path / "mo")
-    sweep.path.mkdir()
-    records = TrialRecords(spec)
-    study, journal = open_study(sweep, directions=directions(spec.objectives))
-    searcher = SweepSearcher(spec, study=study, records=records,
-                             admission=Admission(planned=3, slots=1), journal=journal)
+    _, records, searcher = one_at_a_time(tmp_path, spec)
     stopper = SweepStopper(records, all_failed_after=3, problem=lambda: searcher.problem)
     config = searcher.suggest("a")
     records.start(config[TRIAL_ID_KEY], config)

@@ -1,6 +1,20 @@
 """Search quality: does hpsearch's search find a good configuration sooner than what a user
 would do instead?
 
+Three ways to answer, the first one the measure (benchmarks/README.md gives the figures):
+
+* ``--simulate``: replay recorded learning curves through hpsearch's own searcher and
+  ASHA, Ray Tune's stock stack and Optuna alone, 30 seeds or more in simulated time, no
+  Ray (``benchmarks/replay``; ``--simulate --help``)::
+
+    .venv/bin/python benchmarks/search_quality.py --simulate --seeds 30 \\
+        --methods hpsearch,ray-stock,random-asha --out sq-sim.jsonl
+    .venv/bin/python benchmarks/search_quality.py --table sq-sim.jsonl
+
+* ``--confirm``: the same replay through real ``hpsearch run`` sweeps, with a command
+  trainable that answers from the table in scaled real time (``--confirm --help``).
+* Without either: real ``charlm`` trials, as below (3 seeds; too few to separate methods).
+
 Workload: the built-in ``charlm`` at 1 worker per trial, 2 trials at once (this machine's 2
 cores), searched over ``lr`` (log), ``warmup_steps``, ``precision`` (fp32, bf16, fp16) and
 ``weight_decay``. Every method gets the same budget: the same cap on trials and the same

@@ -136,6 +136,28 @@ def verdict(summary: dict[str, dict], *, default: str = "hpsearch",
             word = "ahead" if hi < olo else "behind" if lo > ohi else "tied"
             cells.append(f"{b:g}x {word}")
         lines.append(f"{default} vs {other}: " + ", ".join(cells))
+    return lines + agreement(summary, budgets=budgets)
+
+
+def agreement(summary: dict[str, dict], *, budgets: Sequence[float] = (5, 10, 20, 50)
+              ) -> list[str]:
+    """One line per real-Ray method (``<method>@ray``, :mod:`benchmarks.replay.confirm`)
+    with a replayed twin: whether its mean lies inside the replay's 95% interval, and
+    whether the two intervals overlap, at each budget both have."""
+    lines = []
+    for real in sorted(m for m in summary if m.endswith("@ray")):
+        twin = summary.get(real[:-len("@ray")])
+        if twin is None:
+            continue
+        cells = []
+        for b in budgets:
+            if b in summary[real]["regret"] and b in twin["regret"]:
+                (mean, lo, hi), (_, tlo, thi) = summary[real]["regret"][b], twin["regret"][b]
+                inside = "inside" if tlo <= mean <= thi else "outside"
+                overlap = "overlap" if lo <= thi and tlo <= hi else "apart"
+                cells.append(f"{b:g}x {mean:.4f} {inside} [{tlo:.4f}, {thi:.4f}], {overlap}")
+        lines.append(f"{real} ({summary[real]['seeds']} seeds) against its replay: "
+                     + "; ".join(cells))
     return lines
 
 

@@ -170,8 +170,13 @@ class Surrogate:
         self.labels = [tuple(table.params[c][n] for n in self.categorical) for c in self.configs]
 
     @staticmethod
-    def _scaled(value: float, scale: tuple[float, float, bool]) -> float:
+    def _scaled(value: Any, scale: tuple[float, float, bool]) -> float:
+        """``value`` on ``[0, 1]``; 0 for a conditional parameter that is not set (NaN or
+        absent), so that configurations without it are compared on the others."""
         low, high, log = scale
+        if value is None or value != value:
+            return 0.0
+        value = float(value)
         if log:
             return (math.log(value) - math.log(low)) / (math.log(high) - math.log(low))
         return (value - low) / (high - low) if high > low else 0.0
@@ -180,7 +185,7 @@ class Surrogate:
         """The recorded configuration closest to ``params`` (same categorical values where
         any recorded one has them)."""
         label = tuple(params.get(n) for n in self.categorical)
-        point = np.array([self._scaled(float(params[n]), s)
+        point = np.array([self._scaled(params.get(n), s)
                           for n, s in zip(self.numeric, self.scales)])
         distance = ((self.points - point) ** 2).sum(axis=1)
         same = np.array([lab == label for lab in self.labels])

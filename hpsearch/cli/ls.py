@@ -54,6 +54,8 @@ def _cells(row: dict) -> tuple[str, ...]:
     best = "-"
     if row["best_value"] is not None:
         best = f"{row['metric']} {row['best_value']:.4g}"
+    if row.get("front") is not None:  # several objectives: the front, and the first's best
+        best = f"front of {row['front']}" + (f", {best}" if best != "-" else "")
     config = ", ".join(f"{k}={fmt_value(v)}" for k, v in (row["best_config"] or {}).items())
     hours = "-" if row["worker_hours"] is None else f"{row['worker_hours']:.3g}"
     return tuple(printable(v) for v in (row["name"], row["status"], trials, best, hours,

@@ -108,6 +108,26 @@ def status_of(exc: BaseException) -> str:
     return "crashed"
 
 
+def print_front(result, spec) -> None:
+    """The front's size and, for each objective, the front's trial best on it."""
+    from hpsearch.store.layout import SweepDir
+    from hpsearch.store.summary import best_config_text, fmt_value, front_extremes
+
+    goals = " and ".join(f"{o.metric} ({o.mode})" for o in spec.objectives)
+    if not result.front:
+        click.echo(f"front of {goals}: no trial is on it yet (none completed"
+                   + (" and feasible" if spec.constraints else "") + ")")
+        return
+    click.echo(f"front of {goals}: {len(result.front)} trial(s) (pareto in the trial table)")
+    space = str(SweepDir.of(result.sweep_dir).space)
+    for objective, row in front_extremes(result.front, spec):
+        others = ", ".join(f"{o.metric} {fmt_value(row.get(o.metric))}"
+                           for o in spec.objectives if o is not objective)
+        click.echo(f"  best {objective.metric} {fmt_value(row.get(objective.metric))} "
+                   f"(trial {row['trial_id']}; {others}): {best_config_text(row, spec)}")
+        click.echo("    rerun it:  " + rerun_command(space, row, spec))
+
+
 def print_summary(result, spec) -> None:
     from hpsearch.store.layout import SweepDir
     from hpsearch.store.summary import best_config_text, fmt_value
@@ -115,7 +135,9 @@ def print_summary(result, spec) -> None:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
     click.echo("")
     click.echo(f"sweep {result.sweep_dir.name}: {result.status} ({counts})")
-    if result.best:
+    if spec.several_objectives:
+        print_front(result, spec)
+    elif result.best:
         best = result.best
         click.echo(
             f"best {spec.objective.metric} {fmt_value(best['best_value'])} "

@@ -22,8 +22,8 @@ __all__ = ["LISTING_KEYS", "list_sweeps"]
 
 #: The keys of each summary, in the order ``hpsearch ls --json`` prints them.
 LISTING_KEYS = ("name", "status", "trials_ended", "trials_planned", "metric", "mode",
-                "best_value", "best_trial", "best_config", "worker_hours", "gpu_hours",
-                "started_at", "ended_at", "logs")
+                "best_value", "best_trial", "best_config", "front", "worker_hours",
+                "gpu_hours", "started_at", "ended_at", "logs")
 
 
 def list_sweeps(storage: str | os.PathLike = DEFAULT_STORAGE) -> list[dict[str, Any]]:
@@ -33,7 +33,9 @@ def list_sweeps(storage: str | os.PathLike = DEFAULT_STORAGE) -> list[dict[str, 
     it)`` for a running sweep whose driver is gone, or ``damaged: <reason>``);
     ``trials_ended`` and ``trials_planned``; the objective's ``metric`` and ``mode``;
     ``best_value``, ``best_trial`` and ``best_config`` (the best trial's searched
-    parameters); ``worker_hours`` and ``gpu_hours`` (sums of the trial table's
+    parameters; with several objectives, of the first); ``front``, the number of trials
+    on the Pareto front with several objectives (``pareto`` true), else ``None``;
+    ``worker_hours`` and ``gpu_hours`` (sums of the trial table's
     ``worker_s`` and ``gpu_s``); ``started_at`` and ``ended_at`` (ISO 8601, UTC, from the
     manifest); ``logs``, where a command trainable's trials keep their output
     (``<sweep>/trials/<trial_id>/output.log``). Values that are not known are ``None``.
@@ -69,10 +71,12 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
     metric = str(objective_raw.get("metric", "")) or None
     objective = Objective(metric or "", "max" if objective_raw.get("mode") == "max" else "min")
     ended = 0
-    best_value = best_trial = best_config = worker_h = gpu_h = None
+    best_value = best_trial = best_config = worker_h = gpu_h = front = None
     df = _trials(sweep)
     if df is not None:
         ended = int(df["status"].isin(list(st.ENDED)).sum())
+        if "pareto" in df.columns:
+            front = int(df["pareto"].fillna(False).astype(bool).sum())
         if "best_value" in df.columns:
             scores = [objective.score(v) for v in df["best_value"]]
             finite = [i for i, s in enumerate(scores) if math.isfinite(s)]
@@ -100,6 +104,7 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
         "best_value": best_value,
         "best_trial": best_trial,
         "best_config": best_config,
+        "front": front,
         "worker_hours": worker_h,
         "gpu_hours": gpu_h,
         "started_at": _text(manifest.get("started_at")),

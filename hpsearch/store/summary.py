@@ -14,7 +14,7 @@ from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.records import TrialRecords
 
-__all__ = ["best_config_text", "estimate_remaining", "fmt_duration", "fmt_value", "printable",
+__all__ = ["best_config_text", "estimate_remaining", "front_extremes", "fmt_duration", "fmt_value", "printable",
            "rerun_command", "status_line", "summarize"]
 
 # C0 and C1 control characters (escape sequences, carriage returns...), DEL included.
@@ -88,6 +88,17 @@ def best_config_text(row: dict[str, Any], spec: Spec) -> str:
     return ", ".join(
         f"{p.name}={fmt_value(row[p.name])}" for p in spec.params if row.get(p.name) is not None
     )
+
+
+def front_extremes(front: list[dict[str, Any]], spec: Spec) -> list[tuple[Any, dict[str, Any]]]:
+    """``(objective, row)`` for each objective: the front's trial best on it (the ends of
+    the front with two objectives)."""
+    out = []
+    for objective in spec.objectives:
+        scored = [r for r in front if objective.score(r.get(objective.metric)) != float("inf")]
+        if scored:
+            out.append((objective, min(scored, key=lambda r: objective.score(r[objective.metric]))))
+    return out
 
 
 def rerun_command(space_path: str, best: dict[str, Any], spec: Spec) -> str:

@@ -90,3 +90,30 @@ def test_one_objective_without_constraints_keeps_todays_columns(tmp_path):
     cols = list(read_trials(sweep.path).columns)
     assert not {"val_loss", "samples_per_s", "feasible", "pareto"} & set(cols)
     assert cols[:4] == ["trial_id", "status", "lr", "final_value"]
+
+
+def test_ls_gives_the_fronts_size_next_to_the_first_objectives_best(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from hpsearch.cli import main
+    from hpsearch.store.listing import list_sweeps
+    from hpsearch.store.manifest import new_manifest, write_manifest
+
+    records = TrialRecords(make_spec())
+    run(records, "a", 0.5, 100, 0.9)
+    run(records, "b", 0.4, 50, 0.9)
+    run(records, "c", 0.6, 90, 0.9)
+    sweep = SweepDir(tmp_path / "mo")
+    sweep.path.mkdir()
+    sweep.space.write_text(yaml.safe_dump({"name": "mo", "trials": {"num": 10}}))
+    write_tables(records, sweep)
+    manifest = new_manifest(name="mo", argv=["hpsearch", "run", "mo.yaml"], seed=0,
+                            cluster={"CPU": 2.0}, address=None,
+                            objective={"metric": "val_loss", "mode": "min"})
+    manifest["status"] = "finished"
+    write_manifest(sweep, manifest)
+    (row,) = list_sweeps(tmp_path)
+    assert row["front"] == 2 and row["best_value"] == 0.4
+    out = CliRunner().invoke(main, ["ls", "--storage", str(tmp_path)])
+    assert out.exit_code == 0 and "front of 2, val_loss 0.4" in out.output

@@ -195,6 +195,7 @@ class SweepRun:
                 f"interrupted: the tables in {sweep} are up to date. "
                 f"Continue with `hpsearch resume {sweep.name} --storage {sweep.storage}`.")
         return SweepResult(sweep.path, status, self.plan, best=self.records.best(),
+                           front=[r for r in self.records.trials.values() if r.get("pareto")],
                            counts=counts)
 
     def _paused_by_disk(self, manifest: dict[str, Any]) -> SweepResult:

@@ -29,11 +29,13 @@ class SweepResult:
     Attributes:
         sweep_dir: The sweep directory.
         status: ``finished``, ``deadline`` (the deadline ended it; trials that ran are in
-            the tables), ``no_trial_completed``, ``all_failed``, ``missing_metric``, ``interrupted``,
-            ``stalled`` or ``planned``.
+            the tables), ``no_trial_completed``, ``all_failed``, ``missing_metric``,
+            ``interrupted``, ``stalled`` or ``planned``.
         plan: Slots, rungs and cost estimate.
         best: The best trial's row of the trial table (``None`` if none has a value).
         counts: Trials per status.
+        front: With several objectives, the rows of the trials on the Pareto front (their
+            ``pareto`` is true), in table order.
     """
 
     sweep_dir: Path
@@ -41,6 +43,7 @@ class SweepResult:
     plan: Any
     best: dict[str, Any] | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    front: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:

@@ -12,6 +12,7 @@ from hpsearch.report import _facts as facts
 from hpsearch.report._accounting import AccountingSections
 from hpsearch.report._analysis import AnalysisSections
 from hpsearch.report._document import C, Document, Para, Section, Table
+from hpsearch.report._front import FrontSections
 from hpsearch.report._format import _fmt, _seconds_between, _when, config_text, fmt_hours
 from hpsearch.report._load import SweepData
 from hpsearch.report._results import ResultSections
@@ -37,7 +38,7 @@ _STATUS_MEANING = {
 }
 
 
-class _Builder(ResultSections, AnalysisSections, AccountingSections):
+class _Builder(FrontSections, ResultSections, AnalysisSections, AccountingSections):
     """The whole report: the sections of its bases, the summary and the comparison."""
 
     # --- summary -----------------------------------------------------------------------
@@ -74,6 +75,11 @@ class _Builder(ResultSections, AnalysisSections, AccountingSections):
                                                           data.spec))]))
         else:
             rows.append(("Best", ["no trial reported a finite objective value"]))
+        if data.spec is not None and data.spec.several_objectives and "pareto" in data.trials:
+            on = int(data.trials["pareto"].fillna(False).astype(bool).sum())
+            rows.append(("Front", [f"{on} trial(s) on the Pareto front of "
+                                   + " and ".join(o.metric for o in data.spec.objectives)
+                                   + " (see Pareto front)"]))
         started, ended_at = data.manifest.get("started_at"), data.manifest.get("ended_at")
         took = _seconds_between(started, ended_at)
         rows.append(("Time", [f"started {_when(started)}, ended {_when(ended_at)}"
@@ -144,7 +150,7 @@ class _Builder(ResultSections, AnalysisSections, AccountingSections):
     # --- the whole document ------------------------------------------------------------
 
     def document(self) -> Document:
-        sections = [self.progress(), self.best_trials()]
+        sections = [s for s in (self.front(), self.progress(), self.best_trials()) if s]
         compare = self.comparison()
         if compare is not None:
             sections.insert(0, compare)

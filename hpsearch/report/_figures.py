@@ -11,7 +11,7 @@ import io
 import math
 from typing import Any
 
-__all__ = ["STATUS_COLORS", "curves", "funnel", "importance", "lr_effect",
+__all__ = ["STATUS_COLORS", "curves", "front", "funnel", "importance", "lr_effect",
            "parallel_coordinates", "precision", "progress"]
 
 STATUS_COLORS = {
@@ -246,4 +246,33 @@ def funnel(rows: list[dict[str, Any]], *, unit: str) -> bytes:
     ax.set(ylabel="trials that reached it")
     ax.legend(fontsize="small", loc="upper right")
     ax.grid(alpha=0.3, axis="y")
+    return _png(fig)
+
+
+def front(points: list[dict[str, Any]], *, objectives: list[tuple[str, str]]) -> bytes:
+    """Every pair of objectives against each other: the front (joined, in order of the
+    first of the pair), the other trials that reached ``max_t``, the trials ASHA stopped
+    (their last values, on a shorter budget) and the infeasible ones."""
+    pairs = [(i, j) for i in range(len(objectives)) for j in range(i + 1, len(objectives))]
+    fig = _figure(min(5.2 * len(pairs), 15.6), 4.2)
+    axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+    kinds = (("dominated", "completed, dominated", "#9e9e9e", "o", 26),
+             ("stopped", "stopped by ASHA (shorter budget)", STATUS_COLORS["stopped_by_asha"],
+              ".", 30),
+             ("infeasible", "infeasible", "#d62728", "x", 30),
+             ("front", "on the front", "#2457a6", "o", 46))
+    for ax, (i, j) in zip(axes, pairs):
+        for kind, label, color, marker, size in kinds:
+            group = [p for p in points if p["kind"] == kind]
+            if group:
+                ax.scatter([p["values"][i] for p in group], [p["values"][j] for p in group],
+                           s=size, color=color, marker=marker, label=label, zorder=3,
+                           edgecolor="white" if marker == "o" else None, linewidth=0.5)
+        line = sorted((p["values"][i], p["values"][j]) for p in points if p["kind"] == "front")
+        if len(line) > 1:
+            ax.plot(*zip(*line), color="#2457a6", linewidth=1.2, alpha=0.6, zorder=2)
+        (xi, mi), (yj, mj) = objectives[i], objectives[j]
+        ax.set(xlabel=f"{xi} ({mi})", ylabel=f"{yj} ({mj})")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="small")
     return _png(fig)

@@ -13,6 +13,8 @@ Three ways to answer, the first one the measure (benchmarks/README.md gives the 
 
 * ``--confirm``: the same replay through real ``hpsearch run`` sweeps, with a command
   trainable that answers from the table in scaled real time (``--confirm --help``).
+* ``--front``: how much of the Pareto front MO-ASHA finds with a second objective,
+  against every trial to ``max_t`` at the same number of trials (``--front --help``).
 * Without either: real ``charlm`` trials, as below (3 seeds; too few to separate methods).
 
 Workload: the built-in ``charlm`` at 1 worker per trial, 2 trials at once (this machine's 2
@@ -376,6 +378,10 @@ def _replayed(path: str) -> bool:
 
 
 def main() -> None:
+    if "--front" in sys.argv[1:]:
+        from benchmarks.replay.front import main as front
+
+        sys.exit(front(sys.argv[1:]))
     if "--confirm" in sys.argv[1:]:
         from benchmarks.replay.confirm import main as confirm
 

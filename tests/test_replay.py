@@ -191,3 +191,18 @@ def test_a_real_sweeps_tables_become_a_row_of_the_simulators_format(tmp_path, di
     means = {(c, e): table.mean_curve(c)[e - 1] for _, _, c, e in expected}
     assert [v for _, v in row["found"]] == [
         means[(c, e)] for at, v, c, e in sorted(expected) if [round(at, 5), v] in seen]
+
+
+def test_mo_asha_replays_with_the_sweeps_own_objects_and_its_front_is_scored(digits):
+    from benchmarks.replay import front
+
+    assert front.hypervolume([(1.0, 0.5), (0.5, 1.0)]) == pytest.approx(0.75)
+    assert front.hypervolume([(1.0, 0.5), (0.4, 0.4)]) == pytest.approx(0.5)  # dominated
+    spec, table, _ = digits
+    objectives = (spec.objective, front.SECOND)
+    everything = front.coverage(table, list(table.params), objectives)
+    assert everything["hv"] == pytest.approx(1.0) and everything["exact"] == 1.0
+    rows = {r["method"]: r for r in front.run(1, [12])}
+    asha, fifo = rows["mo-asha"], rows["mo-fifo"]
+    assert 0 < asha["hv"] <= 1 and 0 < fifo["hv"] <= 1
+    assert asha["worker_time"] < fifo["worker_time"]  # MO-ASHA stopped dominated trials

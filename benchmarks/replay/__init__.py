@@ -11,6 +11,10 @@ methods     each method as the objects a user's stack builds: hpsearch's SweepSe
             alone with its pruners; all driven through their public interfaces
 simulator   N simulated workers, an event queue in simulated seconds, no Ray
 compare     any-time regret with bootstrap intervals, time to a target, the table
+confirm     the same methods through real ``hpsearch run`` sweeps (a replay command trainable)
+front       several objectives: the share of the Pareto front MO-ASHA finds
+trial       the replay command trainable ``confirm`` runs
+cli         ``search_quality.py --simulate`` and ``--table``
 ==========  ============================================================================
 
 Entry point: ``python benchmarks/search_quality.py --simulate`` (its docstring).

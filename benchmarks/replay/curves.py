@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["CurveTable", "Surrogate", "surrogate_error"]
+__all__ = ["EXTRA", "CurveTable", "Surrogate", "surrogate_error"]
+
+#: Metrics besides the objective that a table's runs carry and a replay reports.
+EXTRA = ("samples_per_s", "train_loss")
 
 
 @dataclass
@@ -46,6 +49,9 @@ class CurveTable:
         seeds: ``{config: [seeds recorded]}``.
         time_r: Seconds of one full run at the default precision.
         mode: ``min`` or ``max``.
+        extra: ``{(config, seed): {metric: [value at epoch 1, 2, ...]}}`` of the other
+            metrics recorded (:data:`EXTRA`), which a replay reports too (a second
+            objective, a constraint).
     """
 
     path: Path
@@ -57,6 +63,7 @@ class CurveTable:
     seeds: dict[int, list[int]]
     time_r: float
     mode: str = "min"
+    extra: dict[tuple[int, int], dict[str, list[float]]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, path: str | Path, *, names: tuple[str, ...], mode: str = "min",
@@ -69,11 +76,13 @@ class CurveTable:
         if max_t is not None:
             frame = frame[frame["epoch"] <= max_t]
         names = tuple(n for n in names if n in frame.columns)
-        params, values, seeds, per_seed_times = {}, {}, {}, {}
+        params, values, seeds, per_seed_times, extra = {}, {}, {}, {}, {}
         for (config, seed), run in frame.groupby(["config_id", "seed"], sort=True):
             config, seed = int(config), int(seed)
             params.setdefault(config, {n: _plain(run[n].iloc[0]) for n in names})
             values[(config, seed)] = [float(v) for v in run["value"]]
+            extra[(config, seed)] = {m: [float(v) for v in run[m]] for m in EXTRA
+                                     if m in run.columns}
             seeds.setdefault(config, []).append(seed)
             per_seed_times.setdefault(config, []).append(list(run["elapsed_s"]))
         times = {c: _median_times(ts) for c, ts in per_seed_times.items()}
@@ -82,7 +91,7 @@ class CurveTable:
                    and len(times[c]) == full] or [c for c in params if len(times[c]) == full]
         time_r = statistics.median(times[c][-1] for c in default)
         return cls(Path(path), str(frame["workload"].iloc[0]), names, params, values, times,
-                   seeds, time_r, mode)
+                   seeds, time_r, mode, extra)
 
     @property
     def sign(self) -> float:
@@ -102,6 +111,14 @@ class CurveTable:
             at = [r[i] for r in runs if len(r) > i and math.isfinite(r[i])]
             out.append(statistics.fmean(at) if at else math.nan)
         return out
+
+    def mean_final(self, config: int, metric: str | None = None) -> float:
+        """The mean over ``config``'s seeds of its last value of ``metric`` (the objective
+        when ``None``), NaN when no seed has a finite one."""
+        runs = [self.values[(config, s)] if metric is None else
+                self.extra[(config, s)].get(metric, []) for s in self.seeds[config]]
+        finals = [r[-1] for r in runs if r and math.isfinite(r[-1])]
+        return statistics.fmean(finals) if finals else math.nan
 
     def best_mean(self) -> float:
         """The best value of any configuration's mean curve (:meth:`mean_curve`)."""

@@ -65,14 +65,14 @@ class HpsearchDriver:
         from ray.tune.search import Searcher
 
         from hpsearch.driver.limits.admission import Admission
+        from hpsearch.driver.search.objectives import directions
         from hpsearch.driver.search.samplers import make_sampler
         from hpsearch.driver.search.schedulers import make_scheduler
         from hpsearch.driver.search.searcher import SweepSearcher
         from hpsearch.store.records import TrialRecords
 
-        self.study = optuna.create_study(
-            direction="minimize" if spec.objective.mode == "min" else "maximize",
-            sampler=make_sampler(spec))
+        self.study = optuna.create_study(directions=directions(spec.objectives),
+                                         sampler=make_sampler(spec))
         self.records = TrialRecords(spec)
         self.searcher = SweepSearcher(spec, study=self.study, records=self.records,
                                       admission=Admission(planned=spec.trials.num, slots=workers))

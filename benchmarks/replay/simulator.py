@@ -40,39 +40,48 @@ class _Running:
     precision: str
     epoch: int = 0
     accounted: float = field(default=0.0)  # worker time counted so far
+    extra: dict = field(default_factory=dict)  # the run's other metrics, per epoch
 
 
 def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *, seed: int,
-             workers: int = 4, budget: float = 50.0, overhead: float = 0.0) -> dict[str, Any]:
+             workers: int = 4, budget: float = 50.0, overhead: float = 0.0,
+             max_trials: int | None = None, driver: Any = None) -> dict[str, Any]:
     """Replay ``method`` on ``table`` for ``budget`` time(R) with ``workers`` workers.
 
     Returns one result row: ``method``, ``seed``, ``curve`` (``[t, best so far]`` at every
     improvement, ``t`` in time(R) units), ``found`` (``[t, the mean over its seeds of the
     configuration and epoch that gave that best]``: the incumbent's worth without the
     luck of its run), ``trials`` started, ``stopped`` early,
-    ``worker_time`` by precision (time(R) units) and the replay's own ``seconds``.
+    ``worker_time`` by precision (time(R) units), ``ended`` (``[config, epochs, completed]``
+    of each trial that ended) and the replay's own ``seconds``. ``max_trials`` starts no
+    trial beyond that many (the running ones finish); ``driver`` replays a driver built
+    by the caller (:mod:`benchmarks.replay.methods`) instead of ``method``'s.
     """
     clock = time.perf_counter()
-    run_spec, driver = build(method, spec, seed=seed, workers=workers)
+    if driver is None:
+        _, driver = build(method, spec, seed=seed, workers=workers)
     metric, sign = spec.objective.metric, table.sign
     rng = random.Random(f"replay-{seed}")
     queue: list[tuple[float, int, _Running]] = []
-    best, curve, found, started, stopped = None, [], [], 0, 0
+    best, curve, found, started, stopped, ended = None, [], [], 0, 0, []
     means: dict[int, list[float]] = {}
     order = itertools.count()  # ties in time go first come, first served
     busy: dict[str, float] = {}
 
     def start(now: float) -> None:
         nonlocal started
+        if max_trials is not None and started >= max_trials:
+            return
         got = driver.start(f"r{seed}_{started:05d}")
         if got is None:
             return
         key, params = got
         config = surrogate.nearest(params)
-        values = table.values[(config, rng.choice(table.seeds[config]))]
+        run = (config, rng.choice(table.seeds[config]))
+        values = table.values[run]
         times = [t / table.time_r for t in table.times[config][:len(values)]]
         trial = _Running(key, params, config, values, times, now + overhead,
-                         str(params.get("precision", "-")))
+                         str(params.get("precision", "-")), extra=table.extra.get(run, {}))
         started += 1
         heapq.heappush(queue, (trial.started + times[0], next(order), trial))
 
@@ -83,6 +92,7 @@ def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *
 
     for _ in range(workers):
         start(0.0)
+    now = 0.0
     while queue and queue[0][0] <= budget:
         now, _, trial = heapq.heappop(queue)
         account(trial, now)
@@ -96,10 +106,12 @@ def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *
             found.append([round(now, 5), means[trial.config][trial.epoch - 1]])
         result = {metric: value, "epoch": trial.epoch, "training_iteration": trial.epoch,
                   "time_total_s": (now - trial.started + overhead) * REPLAY_SECONDS_PER_R,
-                  "precision": trial.precision}
+                  "precision": trial.precision,
+                  **{m: vs[trial.epoch - 1] for m, vs in trial.extra.items()}}
         stop = driver.report(trial.key, result)
         if stop or trial.epoch == len(trial.values):
             stopped += trial.epoch < len(trial.values)
+            ended.append([trial.config, trial.epoch, trial.epoch == len(trial.values)])
             driver.end(trial.key, result)
             start(now)
         else:
@@ -110,5 +122,5 @@ def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *
             "budget": budget, "overhead": overhead, "time_r_s": table.time_r,
             "best_in_table": table.best(), "curve": curve,
             "best_mean_in_table": table.best_mean(), "found": found, "trials": started,
-            "stopped": stopped, "worker_time": busy,
+            "stopped": stopped, "worker_time": busy, "ended": ended, "clock": round(now, 5),
             "seconds": round(time.perf_counter() - clock, 2)}

@@ -58,6 +58,7 @@ def _run_rows(spec: Spec) -> list[tuple[str, str]]:
         "tpe": f"Optuna TPE, {seed}, first {n} trials random",
         "gp": f"Optuna Gaussian process, {seed}, first {n} trials random",
         "qmc": f"Optuna TPE, {seed}, first {n} trials from a Sobol sequence",
+        "nsga2": f"Optuna NSGA-II, {seed}, generations of {max(2, n)} trials",
     }.get(search.algorithm, f"random sampling, {seed}")
     rows = [("search", algo), ("scheduler", _describe_scheduler(spec))]
     trials = spec.trials

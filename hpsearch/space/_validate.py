@@ -219,7 +219,8 @@ def _read_search(raw: Mapping, report: Report) -> Any:
                                                      "warm_start", "warm_start_best"))
     if section is BAD:
         return BAD
-    algorithm = report.option(section, path, "algorithm", ("tpe", "random", "gp", "qmc"),
+    algorithm = report.option(section, path, "algorithm",
+                              ("tpe", "random", "gp", "qmc", "nsga2"),
                               default="tpe")
     seed: Any = 0
     if "seed" in section and section["seed"] is None:

@@ -197,10 +197,11 @@ class Search:
 
     ``tpe``: TPE after ``n_startup_trials`` random ones. ``random``. ``gp``: Optuna's
     Gaussian-process sampler after ``n_startup_trials`` random ones. ``qmc``: the first
-    ``n_startup_trials`` from a scrambled Sobol sequence, then TPE.
+    ``n_startup_trials`` from a scrambled Sobol sequence, then TPE. ``nsga2``: Optuna's
+    NSGA-II with a population of ``n_startup_trials`` (at least 2).
     """
 
-    algorithm: Literal["tpe", "random", "gp", "qmc"] = "tpe"
+    algorithm: Literal["tpe", "random", "gp", "qmc", "nsga2"] = "tpe"
     seed: int | None = 0
     n_startup_trials: int = 10
     #: Earlier sweeps (names in the same storage, or ``latest``) whose trials seed the

@@ -39,6 +39,9 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
       ``max_t`` and ignores the stopped ones. Conditional parameters are sampled at random.
     * ``qmc``: the first ``n_startup_trials`` from a scrambled Sobol sequence, then TPE as
       for ``tpe`` (:class:`QMCThenTPE`).
+    * ``nsga2``: ``NSGAIISampler(seed=..., population_size=n_startup_trials)`` (at least
+      2), the genetic algorithm for several objectives; its generations are built from
+      ``COMPLETE`` trials, so under ASHA from the trials that reach ``max_t``.
     """
     search = spec.search
     if search.algorithm == "random":
@@ -54,6 +57,9 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
                 seed=search.seed, n_startup_trials=search.n_startup_trials,
                 independent_sampler=optuna.samplers.RandomSampler(seed=search.seed), **quiet,
                 **constrained)
+        if search.algorithm == "nsga2":
+            return optuna.samplers.NSGAIISampler(
+                seed=search.seed, population_size=max(2, search.n_startup_trials), **constrained)
         if search.algorithm == "qmc":
             return QMCThenTPE(n_qmc=search.n_startup_trials, seed=search.seed,
                               group=conditional, **constrained)

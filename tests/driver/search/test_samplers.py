@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 
 import optuna
+import pytest
 
 from hpsearch.driver.search.samplers import QMCThenTPE, make_sampler
 from hpsearch.space import parse_space
@@ -27,7 +28,7 @@ def test_gp_and_qmc_samplers_are_what_the_space_asks_for():
 
 def test_qmc_then_tpe_takes_sobol_points_first_then_tpe():
     def objective(trial):
-        x = trial.suggest_float("x", 0.0, 1.0)
+        x = trial.suggest_float("lr", 1e-3, 1.0)
         y = trial.suggest_int("y", 0, 8)
         return (x - 0.3) ** 2 + (y - 2) ** 2 / 64
 
@@ -40,3 +41,32 @@ def test_qmc_then_tpe_takes_sobol_points_first_then_tpe():
     tpe = ours.sampler
     assert not tpe.uses_qmc(ours, ours.trials[7])
     assert pickle.loads(pickle.dumps(tpe))._n_qmc == 6
+
+
+def test_nsga2_is_offered_for_several_objectives_and_told_the_constraints():
+    import warnings
+
+    from hpsearch.driver.search.objectives import directions, set_constraints, violations
+    from hpsearch.space.spec import Constraint
+
+    spec = parse_space({
+        "name": "s", "trainable": "digits",
+        "objective": [{"metric": "val_loss", "mode": "min"}, {"metric": "speed", "mode": "max"}],
+        "constraints": [{"metric": "val_loss", "max": 0.3}],
+        "params": {"lr": {"type": "float", "low": 1e-3, "high": 1.0}},
+        "search": {"algorithm": "nsga2", "seed": 3, "n_startup_trials": 8}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # no deprecated constraints_func on 5
+        sampler = make_sampler(spec)
+    assert isinstance(sampler, optuna.samplers.NSGAIISampler)
+    study = optuna.create_study(directions=directions(spec.objectives), sampler=sampler)
+    cons = (Constraint("val_loss", max=0.3),)
+    for _ in range(48):  # 6 generations of 8: loss = x, speed = x**0.5, feasible for x <= 0.3
+        trial = study.ask()
+        x = trial.suggest_float("lr", 1e-3, 1.0)
+        set_constraints(trial, violations(cons, {"val_loss": x}))
+        study.tell(trial, [x, x ** 0.5])
+    front = study.best_trials  # constrained domination: the front is the feasible one
+    assert front and all(t.params["lr"] <= 0.3 for t in front)
+    assert all(t.user_attrs["constraints"] == [pytest.approx(t.params["lr"] - 0.3)]
+               for t in study.trials)

@@ -67,12 +67,14 @@ def report(trial_id, params, epoch, val_loss, *, last):
     return {**metrics, **tune_keys}
 
 
-@pytest.fixture
-def sweep_dir(tmp_path):
-    spec = load_space(ROOT / "search_spaces" / "quickstart.yaml")
+def write_sweep(tmp_path, raw: dict) -> Path:
+    """A sweep of the space ``raw`` whose tables hold :data:`TRIALS`."""
+    from hpsearch.space import parse_space
+
+    spec = parse_space(raw)
     sweep = tmp_path / "runs" / spec.name
     sweep.mkdir(parents=True)
-    (sweep / "space.yaml").write_text(yaml.safe_dump(dict(spec.raw), sort_keys=False))
+    (sweep / "space.yaml").write_text(yaml.safe_dump(dict(raw), sort_keys=False))
     manifest = new_manifest(
         name=spec.name, argv=["hpsearch", "run", "search_spaces/quickstart.yaml"],
         seed=spec.search.seed, cluster={"CPU": 2.0}, address=None,
@@ -93,6 +95,11 @@ def sweep_dir(tmp_path):
             records.end(trial_id, errored=True, error="RuntimeError: CUDA error: out of memory")
     write_tables(records, SweepDir(sweep))
     return sweep
+
+
+@pytest.fixture
+def sweep_dir(tmp_path):
+    return write_sweep(tmp_path, dict(load_space(ROOT / "search_spaces" / "quickstart.yaml").raw))
 
 
 def run_notebook(sweep, monkeypatch) -> dict:
@@ -157,6 +164,7 @@ def test_notebook_reads_through_the_public_api():
 
 def test_notebook_runs_on_a_sweep_and_finds_its_trials(sweep_dir, monkeypatch, capsys):
     ns = run_notebook(sweep_dir, monkeypatch)
+    assert ns["front"] is None  # one objective: no front section
 
     assert len(ns["trials"]) == len(TRIALS)
     assert ns["PARAMS"] == ["lr", "warmup_steps", "precision"]
@@ -229,3 +237,18 @@ def test_notebook_opens_the_saved_study_when_the_sweep_has_one(sweep_dir, monkey
     ns = run_notebook(sweep_dir, monkeypatch)
     assert ns["saved"] is not None and len(ns["saved"].trials) == 6
     assert "saved study 'quickstart': 6 Optuna trials" in capsys.readouterr().out
+
+
+def test_notebook_reads_the_front_of_a_sweep_of_several_objectives(tmp_path, monkeypatch):
+    # The quickstart with samples_per_s as a second objective and a constraint: a1b2c3d4
+    # (fp32: 5200 samples/s, val_loss 0.10) dominates b2c3d4e5 (bf16: 4100, 0.15), the
+    # other trial that completed, so the front is a1b2c3d4 alone.
+    raw = dict(load_space(ROOT / "search_spaces" / "quickstart.yaml").raw)
+    raw["objective"] = [{"metric": "val_loss", "mode": "min"},
+                        {"metric": "samples_per_s", "mode": "max"}]
+    raw["constraints"] = [{"metric": "val_accuracy", "min": 0.5}]
+    sweep = write_sweep(tmp_path, raw)
+    ns = run_notebook(sweep, monkeypatch)
+    assert list(ns["front"]["trial_id"]) == ["a1b2c3d4"]
+    assert ns["NAMES"] == ["val_loss", "samples_per_s"]
+    assert len(ns["_figures"]) >= 1

@@ -143,10 +143,6 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
                 report.add(("objective", Index(i), "metric"), "name",
                            f"`{o.metric}` is a column of trials.parquet already (a parameter "
                            "or one of hpsearch's); each objective gets a column of its name")
-    if parts["more_objectives"] and parts["search"].warm_start:
-        return report.add(("search", "warm_start"), "conflict",
-                          "a warm start learns from one objective's values; with several "
-                          "objectives, start the sweep without `warm_start`")
     spec = Spec(params=searched, fixed=fixed, source=source, raw=raw,
                 **parts)
     if contract is not None and not report.issues:

@@ -70,7 +70,6 @@ def test_one_mapping_or_a_list_of_one_is_a_single_objective_sweep_as_before():
     (TWO[0], {"metric": "m", "min": 1}, {}, [("constraints", "type")]),
     ([TWO[0], {"metric": "lr", "mode": "max"}], None, {}, [("objective[1].metric", "name")]),
     ([TWO[0], {"metric": "wall_s", "mode": "min"}], None, {}, [("objective[1].metric", "name")]),
-    (TWO, None, {"search": {"warm_start": "latest"}}, [("search.warm_start", "conflict")]),
 ])
 def test_each_bad_objective_or_constraint_is_one_issue_at_its_key_path(
         objective, constraints, extra, expected):

@@ -117,3 +117,34 @@ def test_ls_gives_the_fronts_size_next_to_the_first_objectives_best(tmp_path):
     assert row["front"] == 2 and row["best_value"] == 0.4
     out = CliRunner().invoke(main, ["ls", "--storage", str(tmp_path)])
     assert out.exit_code == 0 and "front of 2, val_loss 0.4" in out.output
+
+
+def test_a_warm_start_imports_every_objective_and_the_constraints_and_reruns_the_front(tmp_path):
+    import optuna
+
+    from hpsearch.driver.search.objectives import directions
+    from hpsearch.driver.search.warmstart import import_trials
+
+    records = TrialRecords(make_spec())
+    run(records, "a", 0.5, 100, 0.9)
+    run(records, "b", 0.4, 50, 0.9)
+    run(records, "c", 0.6, 90, 0.9)               # dominated by a
+    run(records, "d", 0.1, 1000, 0.2)             # infeasible
+    run(records, "e", 0.9, 80, 0.9, epochs=1)     # stopped at its rung
+    for tid, lr in zip("abcde", (0.01, 0.02, 0.03, 0.04, 0.05)):
+        records.trials[tid]["lr"] = lr
+    source = SweepDir(tmp_path / "night-1")
+    source.path.mkdir()
+    write_tables(records, source)
+    spec = make_spec()
+    study = optuna.create_study(directions=directions(spec.objectives))
+    summary = import_trials(spec, study, [source])
+    assert summary["imported"] == 5
+    by = {t.user_attrs["warm_start"].split("/")[1]: t for t in study.trials
+          if "warm_start" in t.user_attrs}
+    assert by["a"].values == [0.5, 100] and by["d"].values == [0.1, 1000]
+    assert by["d"].system_attrs["constraints"][0] > 0 >= by["a"].system_attrs["constraints"][0]
+    assert by["e"].state == optuna.trial.TrialState.PRUNED
+    assert by["e"].user_attrs["report:1"] == [0.9, 80]
+    assert [p["lr"] for p in summary["enqueued"]] == [0.02, 0.01]  # the front, b then a
+    assert {t.user_attrs["warm_start"].split("/")[1] for t in study.best_trials} == {"a", "b"}

@@ -13,7 +13,11 @@ or ``latest``: the newest earlier sweep in the same storage whose space has the 
   not fit are counted and skipped;
 * the best ``search.warm_start_best`` configurations among the completed trials that
   fit (by their best value) run first (Optuna's
-  ``enqueue_trial``), so last night's winners are measured again under tonight's code.
+  ``enqueue_trial``), so last night's winners are measured again under tonight's code;
+* with several objectives, a completed trial goes in with each objective's value (the
+  trial table's columns), its reports as the sweep's own study keeps them
+  (``report:<step>`` attributes), and its constraint violations at its last report; the
+  winners run first are the sources' front (``pareto``), in the first objective's order.
 
 The sweep's sampler seed is mixed with the sweep's name, so two warm-started nights with
 ``seed: 0`` do not draw the same random proposals. The manifest records what was imported.
@@ -91,21 +95,88 @@ def _fits(spec: Spec, row: Mapping[str, Any]) -> dict[str, Any] | None:
     return params
 
 
+def _reported(spec: Spec, rows: Any) -> dict[int, Any]:
+    """``{study step: value}`` of a source trial's history rows, as its own study has them
+    (one value, or a tuple of every objective's with several)."""
+    from hpsearch.driver.search.study import study_step
+
+    s = spec.scheduler
+    milestones = (*s.rungs(), s.max_t) if s.type == "asha" else (s.max_t,)
+    metrics = [o.metric for o in spec.objectives]
+    out: dict[int, Any] = {}
+    if rows is None or s.result_key not in rows or not all(m in rows for m in metrics):
+        return out
+    for t, *values in zip(rows[s.result_key], *(rows[m] for m in metrics)):
+        t, values = python_value(t), [python_value(v) for v in values]
+        if t is None or any(v is None or not math.isfinite(float(v)) for v in values):
+            continue
+        step = study_step(float(t), milestones, out)
+        if not out or step > max(out):
+            out[step] = float(values[0]) if len(values) == 1 else tuple(map(float, values))
+    return out
+
+
+def _violations(spec: Spec, row: Mapping[str, Any], rows: Any) -> list[float]:
+    """A source trial's constraint violations at its last evaluated report (its
+    ``feasible`` cell when it has no history)."""
+    from hpsearch.driver.search.objectives import violations
+
+    if rows is not None and len(rows):
+        if "evaluated" in rows:
+            rows = rows[rows["evaluated"].fillna(True).astype(bool)]
+        if len(rows):
+            last = {k: python_value(v) for k, v in rows.iloc[-1].items()}
+            return [min(v, 1e300) for v in violations(spec.constraints, last)]
+    return [0.0 if python_value(row.get("feasible")) is True else 1.0] * len(spec.constraints)
+
+
+def _frozen(spec: Spec, row: Mapping[str, Any], params: dict[str, Any], dists: Mapping,
+            rows: Any, origin: str) -> Any:
+    """The Optuna trial a source row (and its history ``rows``) becomes, or ``None`` when
+    it teaches nothing."""
+    import optuna
+
+    from hpsearch.driver.search.objectives import REPORT_ATTR
+    from hpsearch.driver.search.study import study_outcome
+
+    reported = _reported(spec, rows)
+    status = row.get("status")
+    several = spec.several_objectives
+    value = [python_value(row.get(o.metric)) for o in spec.objectives] if several \
+        else python_value(row.get("final_value"))
+    state, told = study_outcome(status, value=value[0] if several else value,
+                                has_reports=bool(reported))
+    if state == optuna.trial.TrialState.FAIL:
+        return None
+    user_attrs = {"warm_start": origin, "status": status}
+    if several:
+        if state == optuna.trial.TrialState.COMPLETE:
+            if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
+                return None
+            told = [float(v) for v in value]
+        user_attrs.update({f"{REPORT_ATTR}{k}": list(v) for k, v in reported.items()})
+    system_attrs = {}
+    if spec.constraints:  # the list form both Optuna 4's and 5's samplers read
+        system_attrs["constraints"] = _violations(spec, row, rows)
+    return optuna.trial.create_trial(
+        state=state, **({"values": told} if several else {"value": told}), params=params,
+        distributions={k: dists[k] for k in params},
+        intermediate_values=None if several else (reported or None),
+        user_attrs=user_attrs, system_attrs=system_attrs)
+
+
 def import_trials(spec: Spec, study: Any, sources: list[SweepDir]) -> dict[str, Any]:
-    """Add ``sources``' trials that fit ``spec`` to ``study`` and enqueue the best.
+    """Add ``sources``' trials that fit ``spec`` to ``study`` and enqueue the best (with
+    several objectives, the trials of the sources' fronts).
 
     Returns what the manifest records: the sources, trials imported / skipped, and the
     enqueued configurations.
     """
     import optuna
 
-    from hpsearch.driver.search.study import study_outcome, study_step
     from hpsearch.store.tables import read_history, read_trials
 
     dists = distributions(spec)
-    s = spec.scheduler
-    milestones = (*s.rungs(), s.max_t) if s.type == "asha" else (s.max_t,)
-    time_key = s.result_key
     objective = spec.objective
     summary: dict[str, Any] = {"from": [src.name for src in sources], "imported": 0,
                                "skipped": 0, "not_fitting": 0, "enqueued": []}
@@ -119,38 +190,24 @@ def import_trials(spec: Spec, study: Any, sources: list[SweepDir]) -> dict[str, 
         by_trial = {} if history is None else {
             tid: rows for tid, rows in history.groupby("trial_id", sort=False)}
         for row in trials.to_dict("records"):
-            status = row.get("status")
-            if status not in _IMPORTED:
+            if row.get("status") not in _IMPORTED:
                 summary["skipped"] += 1
                 continue
             params = _fits(spec, row)
             if params is None:
                 summary["not_fitting"] += 1
                 continue
-            intermediate: dict[int, float] = {}
-            rows = by_trial.get(row["trial_id"])
-            if rows is not None and time_key in rows and objective.metric in rows:
-                for t, value in zip(rows[time_key], rows[objective.metric]):
-                    t, value = python_value(t), python_value(value)
-                    if t is None or value is None or not math.isfinite(float(value)):
-                        continue
-                    step = study_step(float(t), milestones, intermediate)
-                    if not intermediate or step > max(intermediate):
-                        intermediate[step] = float(value)
-            state, value = study_outcome(status, value=python_value(row.get("final_value")),
-                                         has_reports=bool(intermediate))
-            if state == optuna.trial.TrialState.FAIL:
+            trial = _frozen(spec, row, params, dists, by_trial.get(row["trial_id"]),
+                            f"{src.name}/{row['trial_id']}")
+            if trial is None:
                 summary["skipped"] += 1
                 continue
-            study.add_trial(optuna.trial.create_trial(
-                state=state, value=value, params=params,
-                distributions={k: dists[k] for k in params},
-                intermediate_values=intermediate or None,
-                user_attrs={"warm_start": f"{src.name}/{row['trial_id']}",
-                            "status": status}))
+            study.add_trial(trial)
             summary["imported"] += 1
             score = objective.score(python_value(row.get("best_value")))
-            if state == optuna.trial.TrialState.COMPLETE and math.isfinite(score):
+            if spec.several_objectives:  # the front's trials, in the first objective's order
+                score = score if python_value(row.get("pareto")) is True else math.inf
+            if trial.state == optuna.trial.TrialState.COMPLETE and math.isfinite(score):
                 candidates.append((score, params))
     seen: list[dict[str, Any]] = []
     for _, params in sorted(candidates, key=lambda c: c[0]):

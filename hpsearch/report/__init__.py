@@ -8,6 +8,7 @@ _study        Optuna studies: the sweep's own (:func:`load_study`), one built in
 _figures      matplotlib figures as PNG bytes (object API, no pyplot, no display)
 _document     the report as blocks, rendered to HTML and to Markdown
 _context      the facts every section reads, computed once
+_front        the section on a sweep of several objectives: its Pareto front
 _results      sections on what the sweep found: progress, best trials, curves, lr
 _analysis     sections that explain it: precision, importance, the rung funnel
 _accounting   sections that account for it: ledger, failures, all trials, about

@@ -7,6 +7,8 @@ samplers    ``search.algorithm`` -> an Optuna sampler; QMC then TPE
 study       the study journal: where it is, how it is written, what it records
 searcher    Tune's ``Searcher`` over Optuna's ask/tell: where trials begin and end
 rungs       ASHA's rule as plain data (the sweep, the planner and replays share it)
+pareto      MO-ASHA's rule as plain data: non-dominated sorting of a rung, its order
+objectives  several objectives and constraints as the study records them
 schedulers  ASHA on Tune's public scheduler interface, seeded from the study
 warmstart   a new sweep learns from earlier sweeps of the same space
 ==========  ============================================================================

@@ -35,10 +35,13 @@ def status_counts(trials) -> dict[str, int]:
 
 
 def ranked(data: SweepData):
-    """Trials with a finite ``best_value``, best first (ties keep table order)."""
+    """Trials with a finite ``best_value``, best first (ties keep table order); with
+    constraints, only the feasible ones: an infeasible trial is never the best."""
     import numpy as np
 
     trials = data.trials
+    if "feasible" in trials:
+        trials = trials[trials["feasible"].fillna(True).astype(bool)]
     values = trials["best_value"].astype("float64")
     scored = trials[np.isfinite(values)].copy()
     scored["_score"] = scored["best_value"].astype("float64") * data.objective.sign

@@ -57,7 +57,9 @@ class ResultSections(SectionContext):
         sec.blocks.append(Para(
             f"Ranked by best_value, the best {self.metric} a trial reached at any report. "
             f"Compare the {self.unit} column: a trial ASHA stopped reached its value on a "
-            "shorter budget."))
+            "shorter budget."
+            + (" Trials that broke a constraint (feasible false) are left out."
+               if "feasible" in self.data.trials else "")))
         columns = ["#", "trial", "status", *self.params, f"best {self.metric}",
                    f"at {self.unit[:-1]}", f"{self.unit} reached", "worker-hours"]
         rows = []

@@ -78,7 +78,10 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
         if "pareto" in df.columns:
             front = int(df["pareto"].fillna(False).astype(bool).sum())
         if "best_value" in df.columns:
-            scores = [objective.score(v) for v in df["best_value"]]
+            feasible = df["feasible"].fillna(True).astype(bool).tolist() \
+                if "feasible" in df.columns else [True] * len(df)
+            scores = [objective.score(v) if ok else math.inf
+                      for v, ok in zip(df["best_value"], feasible)]
             finite = [i for i, s in enumerate(scores) if math.isfinite(s)]
             if finite:
                 i = min(finite, key=lambda k: scores[k])

@@ -397,8 +397,10 @@ class TrialRecords:
         return {k: v for k, v in self._counts.items() if v}
 
     def best(self) -> dict[str, Any] | None:
-        """The row with the best ``best_value``, or ``None`` if no trial has one."""
+        """The row with the best ``best_value``, or ``None`` if no trial has one; with
+        constraints, of the feasible rows only (an infeasible trial is never the best)."""
         objective = self.spec.objective
         scored = [r for r in self.trials.values()
-                  if math.isfinite(objective.score(r.get("best_value")))]
+                  if math.isfinite(objective.score(r.get("best_value")))
+                  and r.get("feasible") is not False]
         return min(scored, key=lambda r: objective.score(r["best_value"])) if scored else None

@@ -148,3 +148,35 @@ def test_a_warm_start_imports_every_objective_and_the_constraints_and_reruns_the
     assert by["e"].user_attrs["report:1"] == [0.9, 80]
     assert [p["lr"] for p in summary["enqueued"]] == [0.02, 0.01]  # the front, b then a
     assert {t.user_attrs["warm_start"].split("/")[1] for t in study.best_trials} == {"a", "b"}
+
+
+def test_an_infeasible_trial_is_never_the_best(tmp_path):
+    import yaml
+
+    from hpsearch.report import write_report
+    from hpsearch.store.listing import list_sweeps
+    from hpsearch.store.manifest import new_manifest, write_manifest
+
+    spec = make_spec(more_objectives=())  # one objective and the constraint
+    records = TrialRecords(spec)
+    run(records, "a", 0.5, 100, 0.9)
+    run(records, "d", 0.1, 1000, 0.2)  # the lowest loss, but infeasible
+    assert records.best()["trial_id"] == "a"
+    sweep = SweepDir(tmp_path / "so")
+    sweep.path.mkdir()
+    sweep.space.write_text(yaml.safe_dump({
+        "name": "so", "trainable": "digits", "objective": {"metric": "val_loss", "mode": "min"},
+        "constraints": [{"metric": "val_accuracy", "min": 0.5}],
+        "params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+        "scheduler": {"max_t": 3, "grace_period": 1, "reduction_factor": 3}}))
+    write_tables(records, sweep)
+    manifest = new_manifest(name="so", argv=["hpsearch", "run", "so.yaml"], seed=0,
+                            cluster={"CPU": 2.0}, address=None,
+                            objective={"metric": "val_loss", "mode": "min"})
+    manifest["status"] = "finished"
+    write_manifest(sweep, manifest)
+    (row,) = list_sweeps(tmp_path)
+    assert row["best_trial"] == "a" and row["best_value"] == 0.5 and row["front"] is None
+    md = write_report(sweep.path).md.read_text()
+    assert "val\\_loss 0.5 (min) from trial a" in md
+    assert "Trials that broke a constraint (feasible false) are left out." in md

@@ -35,6 +35,17 @@ def run(records, tid, loss, speed, acc, *, epochs=3):
     records.end(tid, returned=True)
 
 
+def finished(sweep):
+    """A manifest that says ``sweep`` finished, as the driver writes it."""
+    from hpsearch.store.manifest import new_manifest, write_manifest
+
+    manifest = new_manifest(name=sweep.name, argv=["hpsearch", "run", "s.yaml"], seed=0,
+                            cluster={"CPU": 2.0}, address=None,
+                            objective={"metric": "val_loss", "mode": "min"})
+    manifest["status"] = "finished"
+    write_manifest(sweep, manifest)
+
+
 def front(records):
     return sorted(t for t, row in records.trials.items() if row.get("pareto"))
 
@@ -98,7 +109,6 @@ def test_ls_gives_the_fronts_size_next_to_the_first_objectives_best(tmp_path):
 
     from hpsearch.cli import main
     from hpsearch.store.listing import list_sweeps
-    from hpsearch.store.manifest import new_manifest, write_manifest
 
     records = TrialRecords(make_spec())
     run(records, "a", 0.5, 100, 0.9)
@@ -108,11 +118,7 @@ def test_ls_gives_the_fronts_size_next_to_the_first_objectives_best(tmp_path):
     sweep.path.mkdir()
     sweep.space.write_text(yaml.safe_dump({"name": "mo", "trials": {"num": 10}}))
     write_tables(records, sweep)
-    manifest = new_manifest(name="mo", argv=["hpsearch", "run", "mo.yaml"], seed=0,
-                            cluster={"CPU": 2.0}, address=None,
-                            objective={"metric": "val_loss", "mode": "min"})
-    manifest["status"] = "finished"
-    write_manifest(sweep, manifest)
+    finished(sweep)
     (row,) = list_sweeps(tmp_path)
     assert row["front"] == 2 and row["best_value"] == 0.4
     out = CliRunner().invoke(main, ["ls", "--storage", str(tmp_path)])
@@ -155,7 +161,6 @@ def test_an_infeasible_trial_is_never_the_best(tmp_path):
 
     from hpsearch.report import write_report
     from hpsearch.store.listing import list_sweeps
-    from hpsearch.store.manifest import new_manifest, write_manifest
 
     spec = make_spec(more_objectives=())  # one objective and the constraint
     records = TrialRecords(spec)
@@ -170,11 +175,7 @@ def test_an_infeasible_trial_is_never_the_best(tmp_path):
         "params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
         "scheduler": {"max_t": 3, "grace_period": 1, "reduction_factor": 3}}))
     write_tables(records, sweep)
-    manifest = new_manifest(name="so", argv=["hpsearch", "run", "so.yaml"], seed=0,
-                            cluster={"CPU": 2.0}, address=None,
-                            objective={"metric": "val_loss", "mode": "min"})
-    manifest["status"] = "finished"
-    write_manifest(sweep, manifest)
+    finished(sweep)
     (row,) = list_sweeps(tmp_path)
     assert row["best_trial"] == "a" and row["best_value"] == 0.5 and row["front"] is None
     md = write_report(sweep.path).md.read_text()

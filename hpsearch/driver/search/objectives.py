@@ -82,11 +82,13 @@ def missing_metrics(report: Mapping[str, Any], objectives: Iterable[Objective],
                     constraints: Iterable[Constraint] = ()) -> list[str]:
     """Key paths (``objective[1].metric``, ``constraints[0].metric``) of the metrics a
     report lacks: checked on a trial's first report, so that a constraint on a metric the
-    trainable never reports is an error there and not a bound that silently holds."""
+    trainable never reports is an error there and not a bound that silently holds. A
+    metric reported as null counts as missing: ``peak_mem_mb`` is null on CPUs, and a
+    bound on it would make every trial infeasible."""
     out = [f"objective[{i}].metric: {o.metric}" for i, o in enumerate(objectives)
-           if o.metric not in report]
+           if report.get(o.metric) is None]
     out += [f"constraints[{i}].metric: {c.metric}" for i, c in enumerate(constraints)
-            if c.metric not in report]
+            if report.get(c.metric) is None]
     return out
 
 

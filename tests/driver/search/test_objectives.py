@@ -63,6 +63,10 @@ def test_a_first_report_without_a_named_metric_is_one_line_with_its_key_path():
     assert "; it reports epoch, samples_per_s, val_acc, val_loss." in message
     assert "val_accuracy (did you mean `val_acc`?)" in message
     check_first_report({**report, "val_accuracy": 0.9}, (LOSS, SPEED), cons)  # no error
+    # peak_mem_mb is null on a CPU: a bound on it would make every trial infeasible.
+    on_cpu = {**report, "val_accuracy": 0.9, "peak_mem_mb": None}
+    assert missing_metrics(on_cpu, (LOSS,), (Constraint("peak_mem_mb", max=7e4),)) == [
+        "constraints[0].metric: peak_mem_mb"]
 
 
 def test_reports_of_one_and_of_several_objectives_read_back_the_same_way(tmp_path):

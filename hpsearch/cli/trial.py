@@ -78,5 +78,9 @@ def trial(space, overrides, workers, output, overwrite, address):
         click.echo(f"wrote {out.history} and {out.trials.name}")
     last = reports[-1] if reports else {}
     status = last.get("status", "completed")
-    click.echo(f"{status}: {spec.objective.metric} = {last.get(spec.objective.metric)}")
+    values = ", ".join(f"{o.metric} = {last.get(o.metric)}" for o in spec.objectives)
+    broken = [c.describe() for c in spec.constraints if c.violation(last.get(c.metric)) > 0]
+    kept = "" if not spec.constraints else (
+        f"; infeasible: breaks {', '.join(broken)}" if broken else "; feasible")
+    click.echo(f"{status}: {values}{kept}")
     sys.exit(0 if status == "completed" else 3)

@@ -40,3 +40,19 @@ def test_a_front_with_no_trial_says_why(tmp_path, capsys):
     result = SweepResult(tmp_path / "mo", "finished", plan=None, counts={"stopped_by_asha": 4})
     print_summary(result, parse_space(SPACE))
     assert "no trial is on it yet (none completed and feasible)" in capsys.readouterr().out
+
+
+def test_hpsearch_trial_ends_with_every_objective_and_whether_it_was_feasible(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from hpsearch.cli import main
+
+    raw = {**SPACE, "scheduler": {"type": "fifo", "max_t": 2},
+           "constraints": [{"metric": "val_accuracy", "min": 1.5}]}  # no model keeps it
+    path = tmp_path / "mo.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = CliRunner().invoke(main, ["trial", str(path), "--set", "lr=0.01"])
+    last = out.output.strip().splitlines()[-1]
+    assert last.startswith("completed: val_loss = ") and ", samples_per_s = " in last
+    assert last.endswith("; infeasible: breaks val_accuracy >= 1.5"), last

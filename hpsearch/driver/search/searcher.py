@@ -168,15 +168,12 @@ class SweepSearcher(Searcher):
     def _outcome(self, live: _Live, status: str) -> tuple[TrialState, Any]:
         """The state and value(s) to tell the study: one objective's value is the trial
         row's ``final_value``; several objectives' are its last report's."""
-        if not self.spec.several_objectives:
-            row = self.records.trials[live.trial_id]
-            return study_outcome(status, value=row.get("final_value"),
-                                 has_reports=bool(live.steps))
-        state, _ = study_outcome(status, value=0.0, has_reports=bool(live.steps))
-        if state != TrialState.COMPLETE:
-            return state, None
-        values = _values(live.last or {}, self.spec)
-        return (TrialState.COMPLETE, values) if values else (TrialState.FAIL, None)
+        if self.spec.several_objectives:
+            last = live.last or {}
+            value = [last.get(o.metric) for o in self.spec.objectives]
+        else:
+            value = self.records.trials[live.trial_id].get("final_value")
+        return study_outcome(status, value=value, has_reports=bool(live.steps))
 
     def _report(self, live: _Live, result: Mapping[str, Any]) -> None:
         if result.get(OBJECTIVE_MISSING):

@@ -62,8 +62,17 @@ def define_by_run(spec: Spec) -> _DefineByRun:
 
     Example:
         >>> import optuna
-        >>> study = optuna.create_study(sampler=make_sampler(spec))  # doctest: +SKIP
-        >>> study.optimize(lambda t: train(spec.trial_config(define_by_run(spec)(t))))
+        >>> from hpsearch.space import parse_space
+        >>> spec = parse_space({"name": "demo", "trainable": "digits",
+        ...                     "objective": {"metric": "val_loss", "mode": "min"},
+        ...                     "params": {"lr": {"type": "float", "low": 1e-4, "high": 0.1,
+        ...                                       "log": True},
+        ...                                "precision": {"type": "categorical",
+        ...                                              "choices": ["fp32", "bf16"]},
+        ...                                "batch_size": 64}})
+        >>> study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        >>> define_by_run(spec)(study.ask())  # batch_size is fixed: not suggested
+        {'lr': 0.004430375245218269, 'precision': 'fp32'}
     """
     return _DefineByRun(tuple(spec.params))
 

@@ -73,20 +73,32 @@ def study_step(t: float, milestones: Sequence[float], reported: Iterable[int]) -
     return int(math.floor(t + 1e-9))
 
 
-def study_outcome(status: str, *, value: Any, has_reports: bool) -> tuple[TrialState, float | None]:
+def study_outcome(status: str, *, value: Any,
+                  has_reports: bool) -> tuple[TrialState, float | list[float] | None]:
     """The state and value to tell Optuna for a trial that ended with ``status``.
 
-    ``COMPLETE`` needs a finite value (the last report's); Optuna takes the last
-    intermediate value of a ``PRUNED`` trial itself. A ``stopped`` trial that never
-    reported, and a ``completed`` one whose last value is not finite, are ``FAIL``.
+    ``value`` is the last report's value of the objective, or a sequence of one value per
+    objective in a study of several. ``COMPLETE`` needs every value finite, and is told
+    them as floats (a list for a sequence); Optuna takes the last intermediate value of a
+    ``PRUNED`` trial itself. A ``stopped`` trial that never reported, and a ``completed``
+    one with a value missing or not finite, are ``FAIL``.
+
+    Example:
+        >>> study_outcome("completed", value=[0.5, 1e4], has_reports=True)
+        (<TrialState.COMPLETE: 1>, [0.5, 10000.0])
+        >>> study_outcome("completed", value=[0.5, None], has_reports=True)
+        (<TrialState.FAIL: 3>, None)
     """
     state = STUDY_STATE.get(status, TrialState.FAIL)
     if state == TrialState.COMPLETE:
+        several = isinstance(value, (list, tuple))
         try:
-            value = float(value)
+            values = [float(v) for v in (value if several else [value])]
         except (TypeError, ValueError):
             return TrialState.FAIL, None
-        return (TrialState.COMPLETE, value) if math.isfinite(value) else (TrialState.FAIL, None)
+        if not values or not all(math.isfinite(v) for v in values):
+            return TrialState.FAIL, None
+        return TrialState.COMPLETE, values if several else values[0]
     if state == TrialState.PRUNED and not has_reports:
         return TrialState.FAIL, None
     return state, None

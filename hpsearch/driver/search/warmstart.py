@@ -144,16 +144,11 @@ def _frozen(spec: Spec, row: Mapping[str, Any], params: dict[str, Any], dists: M
     several = spec.several_objectives
     value = [python_value(row.get(o.metric)) for o in spec.objectives] if several \
         else python_value(row.get("final_value"))
-    state, told = study_outcome(status, value=value[0] if several else value,
-                                has_reports=bool(reported))
+    state, told = study_outcome(status, value=value, has_reports=bool(reported))
     if state == optuna.trial.TrialState.FAIL:
         return None
     user_attrs = {"warm_start": origin, "status": status}
     if several:
-        if state == optuna.trial.TrialState.COMPLETE:
-            if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
-                return None
-            told = [float(v) for v in value]
         user_attrs.update({f"{REPORT_ATTR}{k}": list(v) for k, v in reported.items()})
     system_attrs = {}
     if spec.constraints:  # the list form both Optuna 4's and 5's samplers read

@@ -18,6 +18,10 @@ metrics the harness reports (``train_loss``, ``samples_per_s``), ``elapsed_s`` (
 since the run started, building included: what a replay counts as a trial's time) and
 ``status`` (``running``; the last row of a run says how it ended). Runs are spread over
 ``--procs`` processes of one torch thread each, so every run is timed under the same load.
+The table's Parquet metadata names the machine (``hpsearch.recorded_on``: the CPU, its
+bf16/fp16 units, the torch build, ``--procs``), and a recording refuses to extend a table
+another machine recorded: autocast's bf16 and fp16 run 5x apart between CPUs with and
+without AVX-512 FP16, and a replay counts each run's seconds as the trial's time.
 
     .venv/bin/python benchmarks/record_curves.py --space search_spaces/quickstart.yaml \\
         --configs 300 --seeds 3 --out benchmarks/data/curves-digits.parquet
@@ -35,6 +39,37 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 KEEP = ("step", "train_loss", "samples_per_s", "status")
+MACHINE_KEY = b"hpsearch.recorded_on"
+
+
+def machine() -> str:
+    """What a run's seconds depend on: the CPU (its model and the bf16/fp16 units torch's
+    autocast uses), the torch build and the number of processes sharing the machine."""
+    import platform
+
+    import torch
+
+    cpu, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                cpu = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    units = ",".join(sorted(flags & {"amx_bf16", "amx_fp16", "avx512_bf16", "avx512_fp16"}))
+    return f"{cpu} [{units or 'no bf16/fp16 units'}]; torch {torch.__version__}"
+
+
+def recorded_on(out: Path) -> str | None:
+    """The machine a table was recorded on (None for a table that does not say)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(out).metadata or {}
+    return meta[MACHINE_KEY].decode() if MACHINE_KEY in meta else None
 
 
 def configs(space: str, n: int, sample_seed: int = 0) -> list[dict]:
@@ -87,20 +122,34 @@ def run_one(job: tuple[str, int, int, dict]) -> list[dict]:
     return rows
 
 
-def write(rows: list[dict], out: Path) -> None:
+def write(rows: list[dict], out: Path, on: str) -> None:
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    pd.DataFrame(rows).to_parquet(tmp, index=False, compression="zstd")
+    table = pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           MACHINE_KEY: on.encode()})
+    pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, out)
 
 
 def record(space: str, out: Path, *, n_configs: int, seeds: int, procs: int,
            minutes: float | None, flush_every: int = 20) -> dict:
-    """Add to ``out`` the runs it lacks; returns what was done."""
+    """Add to ``out`` the runs it lacks; returns what was done.
+
+    A run's ``elapsed_s`` is what a replay counts as its time, so one table holds the runs
+    of one machine: extending a table that another CPU or torch build recorded raises.
+    """
     import pandas as pd
 
+    on = f"{machine()}; {procs} process(es)"
+    if out.exists() and recorded_on(out) not in (None, on):
+        raise SystemExit(f"{out} was recorded on {recorded_on(out)}, not on this machine "
+                         f"({on}): its runs' seconds would not compare. Record to a new "
+                         f"--out, or run this where the table was recorded.")
     rows = pd.read_parquet(out).to_dict("records") if out.exists() else []
     done = {(r["config_id"], r["seed"]) for r in rows}
     jobs = [(space, i, s, params) for i, params in enumerate(configs(space, n_configs))
@@ -112,11 +161,11 @@ def record(space: str, out: Path, *, n_configs: int, seeds: int, procs: int,
             rows += result
             ran += 1
             if ran % flush_every == 0:
-                write(rows, out)
+                write(rows, out, on)
             if deadline is not None and time.monotonic() > deadline:
                 pool.terminate()
                 break
-    write(rows, out)
+    write(rows, out, on)
     return {"ran": ran, "left": len(jobs) - ran, "rows": len(rows),
             "seconds": time.monotonic() - started, "mb": out.stat().st_size / 1e6}
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
@@ -37,3 +38,18 @@ def test_a_recording_keeps_every_evaluation_and_resumes_without_repeating(tmp_pa
     table = pd.read_parquet(out)
     assert table.groupby(["config_id", "seed"]).size().to_dict() == {
         (0, 0): 6, (0, 1): 6, (1, 0): 6, (1, 1): 6}
+
+
+def test_a_table_says_which_machine_recorded_it_and_another_machine_cannot_extend_it(tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "curves.parquet"
+    record_curves.record(SPACE, out, n_configs=1, seeds=1, procs=1, minutes=None)
+    here = record_curves.recorded_on(out)
+    assert here == f"{record_curves.machine()}; 1 process(es)" and "torch" in here
+    table = pq.read_table(out)  # the same runs, as another machine would have left them
+    pq.write_table(table.replace_schema_metadata(
+        {**table.schema.metadata, record_curves.MACHINE_KEY: b"another CPU; 1 process(es)"}), out)
+    with pytest.raises(SystemExit, match="was recorded on another CPU"):
+        record_curves.record(SPACE, out, n_configs=1, seeds=2, procs=1, minutes=None)
+    assert len(pd.read_parquet(out)) == 6  # nothing added, nothing lost

@@ -51,6 +51,20 @@ def test_the_surrogate_answers_a_recorded_configuration_with_itself(digits):
     assert err["n"] == 300 and err["rank_rho"] > 0.95 and err["mae"] < err["spread_sd"] / 5
 
 
+def test_the_surrogate_learns_which_parameters_matter():
+    """On charlm, weight decay and the fp16 loss scale barely move the loss: the learned
+    distance leaves them out and errs less than one that counts every parameter alike."""
+    from benchmarks.replay.curves import Surrogate
+    from hpsearch.driver.search.space import distributions
+
+    spec, table, learned = cli.load(*cli.WORKLOADS["charlm"])
+    weights = dict(zip(learned.numeric, learned.weights))
+    assert weights["lr"] > 0 and weights["weight_decay"] == weights["loss_scale_init"] == 0
+    alike = Surrogate(table, distributions(spec), weights=(1.0,) * len(learned.numeric))
+    err, err_alike = surrogate_error(table, learned), surrogate_error(table, alike)
+    assert err["mae"] < err_alike["mae"] / 2 and err["rank_rho"] > 0.95
+
+
 @pytest.mark.parametrize("method", ["hpsearch", "ray-stock"])
 def test_a_replay_drives_the_searcher_and_asha_without_ray(digits, method):
     import ray
@@ -108,6 +122,22 @@ def test_every_method_replays(digits):
         assert row["curve"] and row["trials"] >= 4, method
 
 
+def test_a_method_can_change_a_setting_of_the_space(digits):
+    """``hpsearch@search.algorithm=random`` is random + ASHA, replay for replay; a setting
+    the space has no field for is refused."""
+    spec, table, surrogate = digits
+    variant = simulate("hpsearch@search.algorithm=random", table, surrogate, spec, seed=3,
+                       workers=4, budget=3.0)
+    stock = simulate("random-asha", table, surrogate, spec, seed=3, workers=4, budget=3.0)
+    default = simulate("hpsearch", table, surrogate, spec, seed=3, workers=4, budget=3.0)
+    assert variant["curve"] == stock["curve"] and variant["curve"] != default["curve"]
+    run_spec, _ = build("hpsearch@scheduler.reduction_factor=4@search.n_startup_trials=2",
+                        spec, seed=0, workers=4)
+    assert run_spec.scheduler.reduction_factor == 4 and run_spec.search.n_startup_trials == 2
+    with pytest.raises(ValueError, match="search.FIELD=VALUE"):
+        build("hpsearch@search.startup=2", spec, seed=0, workers=4)
+
+
 def test_regret_bootstrap_and_verdict_on_hand_made_rows():
     row = {"curve": [[0.5, 2.0], [3.0, 1.0], [10.0, 0.5]], "best_in_table": 0.5, "budget": 20}
     assert compare.best_at(row, 0.1) is None and compare.best_at(row, 4) == 1.0
@@ -144,7 +174,7 @@ def test_the_command_line_writes_one_line_per_method_and_seed_and_resumes(tmp_pa
         sys.argv = sys_argv
     printed = capsys.readouterr().out
     assert "| hpsearch: hpsearch default" in printed and "regret at 5x" in printed
-    assert "hpsearch vs ray-stock: 5x " in printed and "surrogate (nearest neighbour)" in printed
+    assert "hpsearch vs ray-stock: 5x " in printed and "surrogate (nearest neighbour; distance weights lr" in printed
     with pytest.raises(SystemExit):
         cli.main(["--simulate", "--methods", "hpsearch,nope", "--out", str(out)])
 

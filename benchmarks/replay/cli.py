@@ -98,7 +98,9 @@ def table(path: str) -> None:
         f"time(R) {curves.time_r:.3f} s; best in table {curves.best():.4f}; target {target:.4f} "
         f"(the top 2% of configurations); {first['workers']} workers, overhead "
         f"{first['overhead']:g}x per trial",
-        f"surrogate (nearest neighbour), {err['n']} configurations held out: final-value error "
+        f"surrogate (nearest neighbour; distance weights "
+        f"{', '.join(f'{n} {w:g}' for n, w in zip(surrogate.numeric, surrogate.weights))}), "
+        f"{err['n']} configurations held out: final-value error "
         f"mean {err['mae']:.4f}, median {err['median_ae']:.4f}; rank correlation "
         f"{err['rank_rho']:.3f}; seed noise sd {err['seed_sd']:.4f}, spread between "
         f"configurations sd {err['spread_sd']:.4f}",
@@ -108,14 +110,15 @@ def table(path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from benchmarks.replay.methods import METHODS
+    from benchmarks.replay.methods import METHODS, parse_method
 
     parser = argparse.ArgumentParser(prog="search_quality.py --simulate",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--simulate", action="store_true", required=True)
     parser.add_argument("--seeds", type=int, default=30, help="replay seeds 0 .. N-1")
     parser.add_argument("--methods", default="hpsearch,ray-stock,random-asha",
-                        help=f"comma-separated, of: {', '.join(METHODS)} (or all)")
+                        help=f"comma-separated, of: {', '.join(METHODS)} (or all); a method "
+                        "may change settings: hpsearch@search.n_startup_trials=16")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="digits")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--budget", type=float, default=50.0, help="in units of time(R)")
@@ -125,9 +128,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     methods = list(METHODS) if args.methods == "all" else args.methods.split(",")
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        parser.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    for method in methods:
+        try:
+            parse_method(method)
+        except ValueError as exc:
+            parser.error(str(exc))
     space, curves = WORKLOADS[args.workload]
     opts = {"space": space, "curves": curves, "workers": args.workers, "budget": args.budget,
             "overhead": args.overhead}

@@ -35,7 +35,7 @@ import optuna
 
 from hpsearch.space.spec import Spec
 
-__all__ = ["METHODS", "REPLAY_SECONDS_PER_R", "build", "replay_spec"]
+__all__ = ["METHODS", "REPLAY_SECONDS_PER_R", "build", "parse_method", "replay_spec"]
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -226,8 +226,50 @@ METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., An
 }
 
 
+def parse_method(method: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """``(name, {section: {field: value}})`` of a method and the settings it changes.
+
+    A method is one of :data:`METHODS`, optionally followed by ``@section.field=value``
+    items that change the space file's ``search`` or ``scheduler`` section, to try a
+    setting side by side with the default: ``hpsearch@search.n_startup_trials=16``,
+    ``hpsearch@scheduler.reduction_factor=4@scheduler.grace_period=2``. Values are read as
+    JSON where they parse (numbers, ``true``), as text otherwise.
+
+    >>> parse_method("hpsearch@search.n_startup_trials=16@search.algorithm=qmc")
+    ('hpsearch', {'search': {'n_startup_trials': 16, 'algorithm': 'qmc'}})
+    """
+    import dataclasses
+    import json
+
+    from hpsearch.space.spec import Scheduler, Search
+
+    name, *items = method.split("@")
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    known = {"search": {f.name for f in dataclasses.fields(Search)},
+             "scheduler": {f.name for f in dataclasses.fields(Scheduler)}}
+    changes: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        section, _, field_name = key.partition(".")
+        if not eq or field_name not in known.get(section, ()):
+            raise ValueError(f"{method}: {item!r} is not search.FIELD=VALUE or "
+                             f"scheduler.FIELD=VALUE with a field of that section")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        changes.setdefault(section, {})[field_name] = value
+    return name, changes
+
+
 def build(method: str, spec: Spec, *, seed: int, workers: int) -> tuple[Spec, Any]:
-    """The replay spec and the driver of ``method`` for the space ``spec``."""
-    _, changes, driver = METHODS[method]
-    run_spec = replay_spec(spec, seed=seed, **changes(spec))
+    """The replay spec and the driver of ``method`` (:func:`parse_method`) for the space
+    ``spec``."""
+    name, settings = parse_method(method)
+    _, changes, driver = METHODS[name]
+    merged = changes(spec)
+    for section, values in settings.items():
+        merged[section] = {**merged.get(section, {}), **values}
+    run_spec = replay_spec(spec, seed=seed, **merged)
     return run_spec, driver(run_spec, workers=workers)

@@ -116,27 +116,33 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
     space.write_text(textwrap.dedent(SLOW_SPACE))
     sweep = tmp_path / "runs" / "slow"
     notify = f'env | grep ^HPSEARCH_ | sort > {tmp_path / "notified"}; sleep 600'
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hpsearch", "run", str(space), "--notify", notify], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "HPSEARCH_NOTIFY_TIMEOUT_S": "5"},
-    )
+    # The driver's output goes to files, not pipes: a pipe nobody reads until the end can
+    # fill and block the driver, and the files are there to show when the test fails.
+    out_file, err_file = tmp_path / "run.out", tmp_path / "run.err"
+    with open(out_file, "w") as out_f, open(err_file, "w") as err_f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpsearch", "run", str(space), "--notify", notify],
+            cwd=tmp_path, stdout=out_f, stderr=err_f, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "HPSEARCH_NOTIFY_TIMEOUT_S": "5"},
+        )
     try:
         deadline = time.monotonic() + 300
         done_before = None
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(1)
             if (sweep / "trials.parquet").exists():
                 df = hpsearch.read_trials(sweep)
                 if (df.status == "completed").sum() >= 1 and (df.status == "running").any():
                     done_before = df[df.status == "completed"].set_index("trial_id")
                     break
-        assert done_before is not None, "no trial completed in time"
+        assert done_before is not None, (
+            "no trial completed in time\n" + out_file.read_text() + err_file.read_text())
         proc.send_signal(signal.SIGINT)
         pressed = time.monotonic()
-        out, err = proc.communicate(timeout=180)
+        proc.wait(timeout=180)
     finally:
         proc.kill()
+    out, err = out_file.read_text(), err_file.read_text()
     assert proc.returncode == 130, out + err
     assert "hpsearch resume slow" in err and "Traceback" not in err
     assert time.monotonic() - pressed < 120

@@ -23,7 +23,7 @@ cores), searched over ``lr`` (log), ``warmup_steps``, ``precision`` (fp32, bf16,
 wall-clock time (so the same worker-seconds, ``2 x --budget``), with the same training
 seed, so only the search differs. Methods:
 
-  a  hpsearch default: TPE + ASHA (rungs in epochs)
+  a  TPE + ASHA (rungs in epochs; the default until qmc, see --simulate)
   b  random + ASHA
   c  random + FIFO (every trial to max_t)
   d  Optuna alone: TPE + SuccessiveHalvingPruner on the same harness, no Ray (2 processes
@@ -71,7 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 METHODS = ("a", "b", "c", "d", "e-gp", "e-qmc", "f")
 LABELS = {
-    "a": "a  TPE + ASHA (hpsearch default)",
+    "a": "a  TPE + ASHA (hpsearch's default until qmc)",
     "b": "b  random + ASHA",
     "c": "c  random + FIFO",
     "d": "d  Optuna alone: TPE + SuccessiveHalving",

@@ -202,7 +202,8 @@ def _optuna(pruner: Callable[[Spec], Any]) -> Callable[..., OptunaDriver]:
 
 #: ``name -> (one line for people, how the spec changes, the driver)``.
 METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., Any]]] = {
-    "hpsearch": ("hpsearch default: the space file's TPE + ASHA", lambda s: {}, HpsearchDriver),
+    "hpsearch": ("hpsearch default: the space file's search (Sobol start, then TPE) + ASHA",
+                 lambda s: {}, HpsearchDriver),
     "random-asha": ("random + hpsearch's ASHA", lambda s: {"search": {"algorithm": "random"}},
                     HpsearchDriver),
     "random-fifo": ("random, every trial to max_t",
@@ -210,8 +211,8 @@ METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., An
                     HpsearchDriver),
     "gp-asha": ("GP + ASHA (search.algorithm: gp)", lambda s: {"search": {"algorithm": "gp"}},
                 HpsearchDriver),
-    "qmc-tpe": ("Sobol start, then TPE + ASHA (search.algorithm: qmc)",
-                lambda s: {"search": {"algorithm": "qmc"}}, HpsearchDriver),
+    "tpe-asha": ("TPE + ASHA (search.algorithm: tpe; the default before qmc)",
+                 lambda s: {"search": {"algorithm": "tpe"}}, HpsearchDriver),
     "time-asha": ("TPE + ASHA on time (scheduler.time_attr: time)",
                   lambda s: {"scheduler": _time_rungs(s)}, HpsearchDriver),
     "ray-stock": ("Ray Tune stock: OptunaSearch + ASHAScheduler", lambda s: {}, RayStockDriver),

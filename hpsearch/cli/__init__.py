@@ -65,7 +65,7 @@ def _module_exists(ref: str) -> bool:
 )
 @click.version_option(__version__, "--version", "-V", prog_name="hpsearch")
 def main() -> None:
-    """Hyperparameter search for PyTorch on Ray: Tune + Optuna TPE + ASHA over Train trials.
+    """Hyperparameter search for PyTorch on Ray: Tune + Optuna + ASHA over Train trials.
 
     Start with `hpsearch validate search_spaces/quickstart.yaml`.
     """

@@ -38,7 +38,7 @@ from hpsearch.store.summary import rerun_command
 @handle_errors
 def run(space, trials, max_concurrent, time_budget, overrides, name, storage, address,
         deadline, warm_start, overwrite, report, notify, dry_run, preflight, verbose):
-    """Run a sweep of SPACE: Optuna TPE proposes, ASHA stops weak trials early.
+    """Run a sweep of SPACE: Optuna proposes configurations, ASHA stops weak trials early.
 
     --name may hold {date} and {datetime} (e.g. 'lm-{date}'), for nightly runs.
 

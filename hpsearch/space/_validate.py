@@ -43,7 +43,7 @@ SECTIONS = (
 _EXAMPLES = {
     "objective": "{metric: val_loss, mode: min}",
     "params": "{lr: {type: float, low: 1.0e-4, high: 0.1, log: true}}",
-    "search": "{algorithm: tpe, seed: 0}",
+    "search": "{algorithm: qmc, seed: 0}",
     "scheduler": "{type: asha, max_t: 12, grace_period: 1, reduction_factor: 3}",
     "trials": "{num: 32, max_concurrent: auto}",
     "resources": "{workers: 2, use_gpu: false}",
@@ -216,8 +216,8 @@ def _read_search(raw: Mapping, report: Report) -> Any:
     if section is BAD:
         return BAD
     algorithm = report.option(section, path, "algorithm",
-                              ("tpe", "random", "gp", "qmc", "nsga2"),
-                              default="tpe")
+                              ("qmc", "tpe", "random", "gp", "nsga2"),
+                              default="qmc")
     seed: Any = 0
     if "seed" in section and section["seed"] is None:
         seed = None  # null asks for a fresh random seed each run

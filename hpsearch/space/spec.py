@@ -195,13 +195,13 @@ class Constraint:
 class Search:
     """How Optuna proposes configurations (``docs/space-format.md``, ``search``).
 
-    ``tpe``: TPE after ``n_startup_trials`` random ones. ``random``. ``gp``: Optuna's
-    Gaussian-process sampler after ``n_startup_trials`` random ones. ``qmc``: the first
-    ``n_startup_trials`` from a scrambled Sobol sequence, then TPE. ``nsga2``: Optuna's
-    NSGA-II with a population of ``n_startup_trials`` (at least 2).
+    ``qmc`` (the default): the first ``n_startup_trials`` from a scrambled Sobol sequence,
+    then TPE. ``tpe``: TPE after ``n_startup_trials`` random ones. ``random``. ``gp``:
+    Optuna's Gaussian-process sampler after ``n_startup_trials`` random ones. ``nsga2``:
+    Optuna's NSGA-II with a population of ``n_startup_trials`` (at least 2).
     """
 
-    algorithm: Literal["tpe", "random", "gp", "qmc", "nsga2"] = "tpe"
+    algorithm: Literal["tpe", "random", "gp", "qmc", "nsga2"] = "qmc"
     seed: int | None = 0
     n_startup_trials: int = 10
     #: Earlier sweeps (names in the same storage, or ``latest``) whose trials seed the

@@ -22,7 +22,7 @@ def test_every_sampler_is_accepted(algorithm):
 
 
 def test_an_unknown_sampler_lists_the_choices():
-    with pytest.raises(SpaceError, match="must be one of tpe, random, gp, qmc"):
+    with pytest.raises(SpaceError, match="must be one of qmc, tpe, random, gp, nsga2"):
         parse_space(space(search={"algorithm": "cmaes"}))
 
 

@@ -49,7 +49,7 @@ def test_the_issue_example_loads_into_the_documented_spec(write):
 def test_defaults_fill_every_optional_section():
     spec = parse_space(MINIMAL)
     assert spec.name == "space"
-    assert (spec.search.algorithm, spec.search.seed, spec.search.n_startup_trials) == ("tpe", 0, 10)
+    assert (spec.search.algorithm, spec.search.seed, spec.search.n_startup_trials) == ("qmc", 0, 10)
     assert (spec.scheduler.type, spec.scheduler.max_t) == ("asha", 10)
     assert (spec.trials.num, spec.trials.max_concurrent, spec.trials.max_failures) == (16, "auto", 2)
     assert (spec.resources.workers, spec.resources.gpus_per_worker) == (1, 0)

@@ -51,7 +51,7 @@ def space_text(method: str, seed: int, *, space: str, spec: Any, book: Path,
                "--seconds-per-r", str(seconds_per_r), "--seed", "{seed}",
                "--metric", spec.objective.metric]
     for name in searched:
-        command += ["--param", f"{name}={{{name}}}"]
+        command += [f"--param={name}={{{name}}}"]  # one word: left out when not sampled
     doc = {
         "name": f"replay-{method}-{seed}",
         "trainable": {"command": command},

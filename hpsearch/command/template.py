@@ -61,16 +61,25 @@ def names_in(word: str) -> list[str]:
     return names
 
 
-def render(argv: Iterable[str], values: Mapping[str, Any]) -> list[str]:
+def render(argv: Iterable[str], values: Mapping[str, Any], *,
+           optional: Iterable[str] = ()) -> list[str]:
     """The words of the command with every placeholder replaced by its value.
 
-    Booleans are written ``true``/``false`` unless a format spec says otherwise.
+    Booleans are written ``true``/``false`` unless a format spec says otherwise. A word
+    with a placeholder of an ``optional`` name (a conditional parameter) that has no value
+    is left out: ``--loss_scale={loss_scale_init}`` is there only in the trials that
+    sample ``loss_scale_init``.
+
+    >>> render(["--lr={lr}", "--scale={scale}"], {"lr": 0.5}, optional=["scale"])
+    ['--lr=0.5']
 
     Raises:
         KeyError: A placeholder has no value (validation prevents this).
     """
     shown = {k: _word(v) for k, v in values.items()}
-    return [_FORMATTER.vformat(word, (), shown) for word in argv]
+    missing = {name for name in optional if name not in values}
+    return [_FORMATTER.vformat(word, (), shown) for word in argv
+            if not missing.intersection(names_in(word))]
 
 
 def _word(value: Any) -> Any:

@@ -71,12 +71,20 @@ def check_command(command: Command, report: Report, *, params: Iterable[Param],
     if scheduler.budget_key:
         known.add(scheduler.budget_key)
     used: set[str] = set()
+    conditional = {p.name for p in params if p.when is not None}
     words = [(("command",), command.argv), (("resume", "args"), command.resume_args)]
     for key, argv in words:
-        for word in argv:
+        for i, word in enumerate(argv):
             path = _PATH + key  # the message quotes the word; a string has no indexes
             for name in _names(word, path, report):
                 used.add(name)
+                flag = argv[i - 1] if i else ""
+                if name in conditional and flag.startswith("-") and "=" not in flag and \
+                        "{" not in flag:
+                    report.add(path, "command", f"`{argv[i - 1]} {word}`: `{name}` is "
+                               f"conditional, and a word with its placeholder is left out "
+                               f"of the trials that do not sample it, which would leave "
+                               f"`{argv[i - 1]}` behind: write `{argv[i - 1]}={word}`")
                 if name not in known:
                     close = suggest(name, sorted(known))
                     hint = f"; did you mean `{{{close}}}`?" if close else ""

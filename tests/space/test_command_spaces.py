@@ -38,6 +38,14 @@ def sub(old: str, new: str) -> str:
     return COMMAND.replace(old, new)
 
 
+def with_scale(dtype_words: str) -> str:
+    """COMMAND with ``scale``, sampled only for bfloat16, and ``--dtype={dtype}`` changed
+    to ``dtype_words``."""
+    dtype = "  dtype:        {type: categorical, choices: [float32, bfloat16]}\n"
+    return sub("--dtype={dtype}", dtype_words).replace(
+        dtype, dtype + "  scale: {type: float, low: 1, high: 8, when: {dtype: bfloat16}}\n")
+
+
 @pytest.fixture
 def space(tmp_path):
     def write(text: str) -> str:
@@ -137,6 +145,8 @@ BAD = [
      "params.trial_dir", "name", "placeholder every command"),
     ("bad stop_grace", sub("  resume:", "  stop_grace: soon\n  resume:"), "trainable.stop_grace",
      "format", ""),
+    ("conditional value after its flag", with_scale("--dtype={dtype} --scale {scale}"),
+     "trainable.command", "command", "write `--scale={scale}`"),
 ]
 
 
@@ -152,6 +162,25 @@ def test_a_bad_command_space_is_one_line_with_its_path(space, text, path, kind, 
     result = CliRunner().invoke(main, ["validate", file])
     assert result.exit_code == 2 and "Traceback" not in result.output + result.stderr
     assert f"{path}: " in result.stderr
+
+
+def test_a_conditional_parameters_word_is_there_only_when_the_trial_samples_it(space, tmp_path):
+    """``--scale={scale}`` with ``scale`` sampled only for bfloat16: float32 trials run
+    without the word (before, their command could not be built: KeyError), and the plan
+    at the midpoint shows the command without it."""
+    file = space(with_scale("--dtype={dtype} --scale={scale}"))
+    spec = load_space(file)
+    trial_dir = str(tmp_path / "trials" / "t")
+    plain = spec.trial_config({"lr": 0.001, "warmup_iters": 10, "dtype": "float32"})
+    scaled = spec.trial_config({"lr": 0.001, "warmup_iters": 10, "dtype": "bfloat16",
+                                "scale": 2.0})
+    assert not any(w.startswith("--scale") for w in
+                   command_argv(spec, plain, trial_id="t", trial_dir=trial_dir))
+    assert "--scale=2.0" in command_argv(spec, scaled, trial_id="t", trial_dir=trial_dir)
+    result = CliRunner().invoke(main, ["run", file, "--dry-run", "--storage",
+                                       str(tmp_path / "runs")])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert any(ln.strip().startswith("command") for ln in result.output.splitlines())
 
 
 def test_validate_and_the_plan_show_the_command(space):

@@ -79,7 +79,9 @@ def _example_command(spec: Spec) -> str:
     values = {**spec.trial_config(spec.default_config()), "trial_dir": "<trial_dir>",
               "max_t": spec.scheduler.max_t, "trial_id": "<trial_id>"}
     values.setdefault("seed", "<seed>")
-    return " ".join(render(spec.command.argv, values)) + "  (at the midpoint)"
+    conditional = [p.name for p in spec.params if p.when is not None]
+    return " ".join(render(spec.command.argv, values, optional=conditional)) + \
+        "  (at the midpoint)"
 
 
 def _fmt_used(res: Mapping[str, float]) -> str:

@@ -27,8 +27,9 @@ the trial goes on, and its end with the last result):
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
 import optuna
@@ -239,16 +240,13 @@ def parse_method(method: str) -> tuple[str, dict[str, dict[str, Any]]]:
     >>> parse_method("hpsearch@search.n_startup_trials=16@search.algorithm=qmc")
     ('hpsearch', {'search': {'n_startup_trials': 16, 'algorithm': 'qmc'}})
     """
-    import dataclasses
-    import json
-
     from hpsearch.space.spec import Scheduler, Search
 
     name, *items = method.split("@")
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
-    known = {"search": {f.name for f in dataclasses.fields(Search)},
-             "scheduler": {f.name for f in dataclasses.fields(Scheduler)}}
+    known = {"search": {f.name for f in fields(Search)},
+             "scheduler": {f.name for f in fields(Scheduler)}}
     changes: dict[str, dict[str, Any]] = {}
     for item in items:
         key, eq, text = item.partition("=")

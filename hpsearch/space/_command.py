@@ -76,15 +76,15 @@ def check_command(command: Command, report: Report, *, params: Iterable[Param],
     for key, argv in words:
         for i, word in enumerate(argv):
             path = _PATH + key  # the message quotes the word; a string has no indexes
+            flag = argv[i - 1] if i else ""
+            bare_flag = flag.startswith("-") and "=" not in flag and "{" not in flag
             for name in _names(word, path, report):
                 used.add(name)
-                flag = argv[i - 1] if i else ""
-                if name in conditional and flag.startswith("-") and "=" not in flag and \
-                        "{" not in flag:
-                    report.add(path, "command", f"`{argv[i - 1]} {word}`: `{name}` is "
-                               f"conditional, and a word with its placeholder is left out "
-                               f"of the trials that do not sample it, which would leave "
-                               f"`{argv[i - 1]}` behind: write `{argv[i - 1]}={word}`")
+                if name in conditional and bare_flag:
+                    report.add(path, "command", f"`{flag} {word}`: `{name}` is conditional, "
+                               "and a word with its placeholder is left out of the trials "
+                               f"that do not sample it, which would leave `{flag}` behind: "
+                               f"write `{flag}={word}`")
                 if name not in known:
                     close = suggest(name, sorted(known))
                     hint = f"; did you mean `{{{close}}}`?" if close else ""

@@ -383,6 +383,11 @@ class Spec:
         return bool(self.more_objectives)
 
     @property
+    def conditional(self) -> tuple[str, ...]:
+        """The names of the parameters sampled only when their ``when`` holds."""
+        return tuple(p.name for p in self.params if p.when is not None)
+
+    @property
     def command(self) -> Command | None:
         """The command trainable, or ``None`` for a Python one."""
         return self.trainable if isinstance(self.trainable, Command) else None

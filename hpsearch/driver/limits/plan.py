@@ -79,8 +79,7 @@ def _example_command(spec: Spec) -> str:
     values = {**spec.trial_config(spec.default_config()), "trial_dir": "<trial_dir>",
               "max_t": spec.scheduler.max_t, "trial_id": "<trial_id>"}
     values.setdefault("seed", "<seed>")
-    conditional = [p.name for p in spec.params if p.when is not None]
-    return " ".join(render(spec.command.argv, values, optional=conditional)) + \
+    return " ".join(render(spec.command.argv, values, optional=spec.conditional)) + \
         "  (at the midpoint)"
 
 

@@ -46,7 +46,7 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
     search = spec.search
     if search.algorithm == "random":
         return optuna.samplers.RandomSampler(seed=search.seed)
-    conditional = any(p.when is not None for p in spec.params)
+    conditional = bool(spec.conditional)
     constrained = sampler_constraints(len(spec.constraints))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -28,13 +28,12 @@ def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
     values = {**config, "trial_dir": trial_dir, "max_t": spec.scheduler.max_t,
               "trial_id": trial_id}
     values.setdefault("seed", zlib.crc32(trial_id.encode()) % 2**31)
-    conditional = [p.name for p in spec.params if p.when is not None]
-    argv = render(command.argv, values, optional=conditional)
+    argv = render(command.argv, values, optional=spec.conditional)
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable  # the Python hpsearch (or the Ray worker) runs in
     if command.resume_if_exists and os.path.exists(
             os.path.join(trial_dir, command.resume_if_exists)):
-        argv += render(command.resume_args, values, optional=conditional)
+        argv += render(command.resume_args, values, optional=spec.conditional)
     return argv
 
 

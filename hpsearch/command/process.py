@@ -28,6 +28,8 @@ from hpsearch.errors import TrainableError
 __all__ = ["Finished", "Launch", "check_program", "run_command"]
 
 _SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
+#: Seconds the output is still read after the command's supervisor has exited.
+DRAIN_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)
     log: str | None = None
     grace_s: float = 10.0
+    #: Variables of this process's environment the command must not inherit.
+    unset: Sequence[str] = ()
 
 
 @dataclass
@@ -84,10 +88,13 @@ def run_command(launch: Launch, on_line: Callable[[str], None], *,
         should_stop: Polled twice a second; when it says so, the command is stopped and
             :class:`Finished` has ``code`` ``None``.
     """
-    env = {**os.environ, **launch.env, "PYTHONUNBUFFERED": "1"}
+    env = {k: v for k, v in os.environ.items() if k not in launch.unset}
+    env.update({**launch.env, "PYTHONUNBUFFERED": "1"})
     check_program(launch.argv, launch.cwd, env)
     argv = [sys.executable, "-S", _SUPERVISOR, str(launch.grace_s), str(os.getpid()), "--",
             *launch.argv]
+    # The supervisor's front is this process's child; it starts the guard that takes the
+    # command's tree down in a session of its own (see supervise.py).
     log = open(launch.log, "a", encoding="utf-8", errors="replace") if launch.log else None
     if log is not None:  # each start of the command says what it ran
         log.write(f"# hpsearch {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(launch.argv)}\n")
@@ -100,6 +107,7 @@ def run_command(launch: Launch, on_line: Callable[[str], None], *,
                               name="hpsearch-command-output")
     reader.start()
     stopped = False
+    drained_by: float | None = None
     try:
         while True:
             try:
@@ -108,6 +116,13 @@ def run_command(launch: Launch, on_line: Callable[[str], None], *,
                 if should_stop is not None and should_stop():
                     stopped = True
                     break
+                if proc.poll() is not None:
+                    # The command's tree is down, yet a process it handed its output to
+                    # holds the pipe open (one that escaped the supervisor): read what is
+                    # left for a bounded time, never wait for that process to end.
+                    drained_by = drained_by or time.monotonic() + DRAIN_S
+                    if time.monotonic() > drained_by:
+                        break
                 continue
             if line is None:
                 break
@@ -118,7 +133,7 @@ def run_command(launch: Launch, on_line: Callable[[str], None], *,
             on_line(line)
     finally:
         code = _end(proc, launch.grace_s)
-        reader.join(timeout=5)
+        reader.join(timeout=0.1 if drained_by else 5)
         if log is not None:
             log.close()
     return Finished(None if stopped else code, list(last))
@@ -133,11 +148,13 @@ def _pump(stream, lines: "queue.Queue[str | None]") -> None:  # noqa: ANN001
 
 
 def _end(proc: subprocess.Popen, grace: float) -> int:
-    """The supervisor's exit code; asked to take the tree down first if it still runs."""
+    """The supervisor's exit code (``128 + N`` for signal N); asked to take the tree down
+    first if it still runs."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            return proc.wait(timeout=grace + 10)
+            proc.wait(timeout=grace + 10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return proc.wait()
+    code = proc.wait()
+    return 128 - code if code < 0 else code

@@ -1,13 +1,18 @@
-"""The process between a trial and its command: ``python supervise.py GRACE PARENT -- ARGV``.
+"""The processes between a trial and its command: ``python supervise.py GRACE PARENT -- ARGV``.
 
-It runs the command in a process group of its own and, whatever ends the trial, takes
-the command's whole tree down: the trial's stop (SIGTERM to this process), the trial's
-process dying (the kernel's parent-death signal), or the command exiting while children
-it started live on. Each time: SIGTERM to the group, ``GRACE`` seconds, SIGKILL, then the
-same for any process that left the group (it is reparented here: this process is a
-subreaper). It exits with the command's code, ``128 + N`` when a signal N ended it.
+Two of them. The *front* is the trial's child: Ray may SIGKILL it with the trial's
+worker (Ray kills a dying worker's children and its process group), so it holds nothing
+but a *guard*, which it starts in a session of its own, out of reach of both. The guard
+runs the command in a process group of its own and, whatever ends the trial, takes the
+command's whole tree down: the trial's stop (SIGTERM to the front, passed on), the front
+dying, whether by the trial's process dying (the kernel's parent-death signal, front then
+guard) or by a SIGKILL (the guard's parent-death signal), or the command exiting while
+children it started live on. Each time: SIGTERM to the group, ``GRACE`` seconds, SIGKILL,
+then the same for any process that left the group, a child that started its own session
+included (it is reparented to the guard: the guard is a subreaper). Both exit with the
+command's code, ``128 + N`` when a signal N ended it.
 
-Run as a script, not imported: it starts in tens of milliseconds and needs only the
+Run as a script, not imported: each starts in tens of milliseconds and needs only the
 standard library. Linux gives the parent-death signal and the subreaper; elsewhere a
 trial's process that is killed outright may leave its command running.
 """
@@ -108,13 +113,41 @@ def take_down(group: int, grace: float) -> None:
         time.sleep(0.02)
 
 
-def main(args: list[str]) -> int:
+def _watch_parent(parent: int) -> bool:
+    """Ask for SIGTERM when the parent dies; ``False`` if it has died already."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    return os.getppid() == parent
+
+
+def front(args: list[str]) -> int:
+    """The trial's child: the guard in a session of its own, SIGTERM passed on to it."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
+    try:
+        if not _watch_parent(int(args[1])):
+            return 128 + signal.SIGTERM
+        guard = subprocess.Popen([sys.executable, "-S", __file__, "--guard", args[0],
+                                  str(os.getpid()), *args[2:]], start_new_session=True)
+    except _Stop:
+        return 128 + signal.SIGTERM
+    while True:
+        try:
+            code = guard.wait()
+            break
+        except _Stop:
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_IGN)
+            guard.send_signal(signal.SIGTERM)
+    return 128 - code if code < 0 else code
+
+
+def guard(args: list[str]) -> int:
+    """Runs the command and takes its tree down (see the module docstring)."""
     grace, parent, argv = float(args[0]), int(args[1]), args[3:]
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _on_signal)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    if os.getppid() != parent:  # the trial died before the parent-death signal was set
+    if not _watch_parent(parent):  # the front died before the parent-death signal was set
         return 128 + signal.SIGTERM
     try:
         child = subprocess.Popen(argv, start_new_session=True)
@@ -134,6 +167,10 @@ def main(args: list[str]) -> int:
     if code is None:
         code = child.returncode if child.returncode is not None else -signal.SIGTERM
     return 128 - code if code < 0 else code
+
+
+def main(args: list[str]) -> int:
+    return guard(args[1:]) if args[0] == "--guard" else front(args)
 
 
 if __name__ == "__main__":

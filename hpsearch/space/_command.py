@@ -21,7 +21,10 @@ from hpsearch.space.spec import Command, Objective, Param, Scheduler
 
 __all__ = ["KEYS", "check_command", "read_command"]
 
-KEYS = ("command", "metrics", "resume", "cwd", "env", "stop_grace")
+KEYS = ("command", "metrics", "resume", "cwd", "env", "stop_grace", "launcher")
+#: How the command is started: ``python`` as a plain process, ``torchrun`` with the
+#: variables torchrun sets. ``None``: ``torchrun`` at several workers, else plain.
+LAUNCHERS = ("plain", "torchrun")
 _PATH = ("trainable",)
 _EXAMPLE = "{command: 'python train.py --lr={lr}', metrics: 'val_loss=(?P<val_loss>\\S+)'}"
 
@@ -40,7 +43,8 @@ def read_command(section: Mapping, report: Report, *, base_dir: str, resolve: bo
     cwd = report.text(section, _PATH, "cwd", default=".")
     env = _read_env(section.get("env"), report)
     grace = _read_grace(section.get("stop_grace"), report)
-    if not ok(argv, metrics, resume, cwd, env, grace):
+    launcher = report.option(section, _PATH, "launcher", LAUNCHERS, default=None)
+    if not ok(argv, metrics, resume, cwd, env, grace, launcher):
         return BAD
     if not argv:
         return report.add(_PATH + ("command",), "empty", "must name a program, e.g. "
@@ -53,15 +57,20 @@ def read_command(section: Mapping, report: Report, *, base_dir: str, resolve: bo
     inside = os.path.relpath(where, os.getcwd())
     in_job = None if inside == ".." or inside.startswith("../") else inside
     return Command(cwd_in_job=in_job, argv=tuple(argv), metrics=tuple(metrics), resume_if_exists=if_exists,
-                   resume_args=tuple(args), cwd=where, env=tuple(env.items()), stop_grace_s=grace)
+                   resume_args=tuple(args), cwd=where, env=tuple(env.items()), stop_grace_s=grace,
+                   launcher=launcher)
 
 
 def check_command(command: Command, report: Report, *, params: Iterable[Param],
                   fixed: Mapping[str, Any], objective: Objective, scheduler: Scheduler,
-                  more: Iterable[str] = ()) -> Any:
+                  more: Iterable[str] = (), workers: int = 1) -> Any:
     """``command`` if its placeholders and patterns fit the rest of the spec, else :data:`BAD`.
     ``more``: the other metrics the space names (objectives after the first, constraints),
     which the patterns must give too."""
+    if command.launcher == "plain" and workers > 1:
+        report.add(_PATH + ("launcher",), "conflict", f"`plain` runs one process, but "
+                   f"resources.workers is {workers}: each of a trial's workers runs the command "
+                   "with torchrun's variables; leave launcher out, or set workers: 1")
     searched = [p.name for p in params]
     for name in searched + list(fixed):
         if name in BUILTINS and name != "seed":

@@ -121,7 +121,8 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
         check_command(trainable, report, params=searched, fixed=fixed,
                       objective=parts["objective"], scheduler=scheduler,
                       more=[o.metric for o in parts["more_objectives"]]
-                      + [c.metric for c in parts["constraints"]])
+                      + [c.metric for c in parts["constraints"]],
+                      workers=parts["resources"].workers)
         raw["trainable"] = {**raw["trainable"], "cwd": trainable.cwd}  # as resolved: a
         # resumed sweep reads its space from the sweep directory
     if contract is not None and parts["resources"].gpus_per_worker > 1:

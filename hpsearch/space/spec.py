@@ -320,6 +320,10 @@ class Command:
             directory per node), the command runs there under the process's own one.
         env: Extra environment variables.
         stop_grace_s: Seconds between SIGTERM and SIGKILL when a trial is stopped.
+        launcher: ``torchrun``: each process gets the variables torchrun sets (``RANK``,
+            ``WORLD_SIZE``, ``MASTER_ADDR``...); ``plain``: none of them, as
+            ``python train.py`` run by hand. ``None`` (the default): ``torchrun`` when a
+            trial has several workers, ``plain`` at one.
     """
 
     argv: tuple[str, ...]
@@ -330,6 +334,11 @@ class Command:
     cwd_in_job: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     stop_grace_s: float = 10.0
+    launcher: str | None = None
+
+    def torchrun_at(self, workers: int) -> bool:
+        """Whether a trial of ``workers`` workers gets torchrun's variables."""
+        return self.launcher == "torchrun" or (self.launcher is None and workers > 1)
 
     def __str__(self) -> str:
         import shlex

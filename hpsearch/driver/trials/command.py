@@ -3,7 +3,9 @@
 :class:`CommandRunner` runs a trial's command
 
 * with one worker, from the Tune trial's own actor (which holds the worker's CPUs and
-  GPUs, and which Tune reuses for the next trial): no worker group to start;
+  GPUs, and which Tune reuses for the next trial): no worker group to start, and none of
+  torchrun's variables unless ``trainable.launcher: torchrun`` asks for them, so the
+  script runs exactly as ``python train.py`` by hand;
 * with several, as a Ray Train run (:mod:`hpsearch.driver.trials.command_group`): one
   process per Train worker, with the environment ``torchrun`` gives, so a script that
   calls ``init_process_group()`` from the environment runs as DDP unchanged.
@@ -92,8 +94,11 @@ class CommandRunner(Runner):
             run_group(self, dict(config), trial_id=trial_id, trial_dir=trial_dir,
                       report=report, storage=storage)
             return
-        env = torchrun_env(rank=0, local_rank=0, world=1, local_world=1, node_rank=0,
-                           master=("127.0.0.1", free_port()))
+        env = {}  # `python train.py`, as run by hand: a script that reads RANK as "am I
+        # DDP?" (nanoGPT) must not think torchrun started it
+        if self.spec.command.torchrun_at(1):
+            env = torchrun_env(rank=0, local_rank=0, world=1, local_world=1, node_rank=0,
+                               master=("127.0.0.1", free_port()))
         launch = launch_for(self.spec, config, trial_id=trial_id, trial_dir=trial_dir, env=env)
         reader = reader_for(self.spec)
 

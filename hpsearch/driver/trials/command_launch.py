@@ -37,6 +37,11 @@ def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
     return argv
 
 
+#: The variables torchrun sets: a plain launch neither sets nor passes them on.
+TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                 "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
 def torchrun_env(*, rank: int, local_rank: int, world: int, local_world: int, node_rank: int,
                  master: tuple[str, int]) -> dict[str, str]:
     """The variables ``torchrun`` sets for each process it starts."""
@@ -56,8 +61,9 @@ def launch_for(spec: Spec, config: Mapping[str, Any], *, trial_id: str, trial_di
                 "HPSEARCH_TRIAL_ID": trial_id, "HPSEARCH_TRIAL_DIR": trial_dir}
     log = os.path.join(trial_dir, "output.log" if rank == 0 else f"output-rank{rank}.log")
     argv = command_argv(spec, config, trial_id=trial_id, trial_dir=trial_dir)
+    unset = () if "RANK" in env else TORCHRUN_VARS
     return Launch(argv=argv, cwd=command_cwd(command), env=full_env, log=log,
-                  grace_s=command.stop_grace_s)
+                  grace_s=command.stop_grace_s, unset=unset)
 
 
 def command_cwd(command: Command) -> str:

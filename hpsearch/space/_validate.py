@@ -274,7 +274,8 @@ def _read_scheduler(raw: Mapping, report: Report) -> Any:
 
 
 def _read_trials(raw: Mapping, report: Report) -> Any:
-    path, section = _section(raw, report, "trials", ("num", "max_concurrent", "max_failures"))
+    path, section = _section(raw, report, "trials", ("num", "max_concurrent", "max_failures",
+                                                     "hung_after"))
     if section is BAD:
         return BAD
     num = report.integer(section, path, "num", default=16, minimum=1)
@@ -291,9 +292,10 @@ def _read_trials(raw: Mapping, report: Report) -> Any:
                                     f"must be `auto` or an integer >= 1 {got(concurrent)}{hint}")
     else:
         concurrent = report.check_integer(concurrent, path + ("max_concurrent",), minimum=1)
-    if not ok(num, failures, concurrent):
+    hung = _read_duration(section.get("hung_after"), path, report, key="hung_after")
+    if not ok(num, failures, concurrent, hung):
         return BAD
-    return Trials(num=num, max_concurrent=concurrent, max_failures=failures)
+    return Trials(num=num, max_concurrent=concurrent, max_failures=failures, hung_after_s=hung)
 
 
 def _read_resources(raw: Mapping, report: Report) -> Any:

@@ -255,6 +255,9 @@ class Trials:
     num: int = 16
     max_concurrent: int | Literal["auto"] = "auto"
     max_failures: int = 2
+    #: A command trial that reports nothing for this long is stopped and fails as hung
+    #: (``None``: running trials gone quiet are only named on the console).
+    hung_after_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,17 @@
 On a terminal: one live line (rich) with counts, the best value and config, elapsed and
 estimated remaining time. Otherwise (logs of overnight runs): plain timestamped lines, one
 per trial event and a heartbeat every ``heartbeat_s``.
+
+The sweep never goes quiet: when Tune's loop itself stops stepping (it waits on a trial's
+process that will not stop, say), a thread of its own keeps printing the last status every
+``heartbeat_s``, with how long the loop has been still.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from datetime import datetime
 from typing import TextIO
@@ -40,6 +45,10 @@ class ProgressCallback(Callback):
         self._want_live = self.stream.isatty() if live is None else live
         self._live = None
         self.last_render = 0.0
+        self.last_step = time.monotonic()
+        self._status_text = ""
+        self._quit = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def setup(self, **info):
         # Started here, not in __init__: if building the Tuner fails, no live display is
@@ -53,6 +62,27 @@ class ProgressCallback(Callback):
             self._live = Live(self._render(), console=Console(file=self.stream),
                               refresh_per_second=2)
             self._live.start()
+        self.last_step = time.monotonic()
+        self._quit.clear()
+        self._beat = threading.Thread(target=self._beat_while_still, daemon=True,
+                                      name="hpsearch-heartbeat")
+        self._beat.start()
+
+    def _beat_while_still(self) -> None:
+        """Prints the last status while Tune's loop does not step (module docstring). It
+        reads nothing the loop writes but two plain attributes."""
+        while not self._quit.wait(self.heartbeat_s):
+            line = self.still_line(time.monotonic())
+            if line is not None:
+                self.log(line)
+
+    def still_line(self, now: float) -> str | None:
+        """The heartbeat's line when Tune's loop has not stepped for ``heartbeat_s``."""
+        still = now - self.last_step
+        if still < self.heartbeat_s:
+            return None
+        return (f"{self._status_text} (no sweep event for {still:.0f} s: a trial's process "
+                "may not be ending; Ctrl-C stops the sweep, `hpsearch resume` continues it)")
 
     def __getstate__(self):
         # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.
@@ -64,8 +94,10 @@ class ProgressCallback(Callback):
         return Text(self._status())
 
     def _status(self) -> str:
-        return status_line(self.records, self.spec, elapsed=time.monotonic() - self.t0,
-                           started_at=self.started_at)
+        self._status_text = status_line(self.records, self.spec,
+                                        elapsed=time.monotonic() - self.t0,
+                                        started_at=self.started_at)
+        return self._status_text
 
     def log(self, message: str) -> None:
         stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
@@ -113,7 +145,9 @@ class ProgressCallback(Callback):
                   f"(traceback: {where})")
 
     def on_step_end(self, iteration, trials, **info):
-        now = time.monotonic()
+        now = self.last_step = time.monotonic()
+        if not self._status_text:
+            self._status()
         if self._live is not None:
             # The status line reads every row (best value, throughput): at the display's
             # own refresh rate, not at every step of Tune's loop (many a second).
@@ -125,9 +159,18 @@ class ProgressCallback(Callback):
             self.log(self._status())
 
     def on_experiment_end(self, trials, **info):
-        self.close()
+        # The heartbeat goes on until close(): what follows (Tune stopping its trials'
+        # processes, warm groups going) can wait too.
+        self._close_live()
 
     def close(self) -> None:
+        self._quit.set()
+        if self._beat is not None:
+            self._beat.join(timeout=5)
+            self._beat = None
+        self._close_live()
+
+    def _close_live(self) -> None:
         if self._live is not None:
             self._live.update(self._render())
             self._live.stop()

@@ -29,6 +29,7 @@ from hpsearch.driver.limits.plan import Plan
 from hpsearch.driver.monitor.disk import DiskWatch
 from hpsearch.driver.monitor.housekeeping import Housekeeping
 from hpsearch.driver.monitor.progress import ProgressCallback
+from hpsearch.driver.monitor.quiet import QuietTrials
 from hpsearch.driver.monitor.stall import StallWatch
 from hpsearch.driver.monitor.stops import SweepStopper
 from hpsearch.driver.monitor.tables import TablesCallback
@@ -107,6 +108,8 @@ class SweepRun:
                                         seeded=rung_values(recorded, spec.scheduler.rungs()))
         self.tables = TablesCallback(records, sweep, journal=self.journal, disk=self.disk)
         self.watch = StallWatch(records, self.progress.log)
+        self.quiet = QuietTrials(self.progress.log, trial_id=hpsearch_id,
+                                 hung_after_s=spec.trials.hung_after_s)
         self.stopper = SweepStopper(records, all_failed_after=min(spec.trials.num, 3),
                                     watch=self.watch, time_budget_s=spec.budget.time_s,
                                     deadline_at=deadline_at, disk=self.disk,
@@ -121,8 +124,8 @@ class SweepRun:
         # Tables first: progress reads the records the tables callback has just updated.
         # Tune's own per-trial files (params.json, result.json, progress.csv) are given
         # here, because its automatic loggers are off while the sweep runs (_tune_loggers).
-        callbacks = [self.disk, self.tables, self.progress, self.watch, self.housekeeping,
-                     CSVLoggerCallback(), JsonLoggerCallback()]
+        callbacks = [self.disk, self.tables, self.progress, self.watch, self.quiet,
+                     self.housekeeping, CSVLoggerCallback(), JsonLoggerCallback()]
         return tune.Tuner(
             self.runner.trainable(self.sweep),
             tune_config=tune.TuneConfig(

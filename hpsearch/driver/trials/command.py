@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 from hpsearch.command.process import run_command
 from hpsearch.driver.cluster.connect import free_port
 from hpsearch.driver.trials.command_launch import (
+    QuietLimit,
     judge,
     launch_for,
     reader_for,
@@ -101,14 +102,16 @@ class CommandRunner(Runner):
                                master=("127.0.0.1", free_port()))
         launch = launch_for(self.spec, config, trial_id=trial_id, trial_dir=trial_dir, env=env)
         reader = reader_for(self.spec)
+        quiet = QuietLimit(self.spec.trials.hung_after_s)
 
         def on_line(line: str) -> None:
             found = reader.feed(line)
             if found is not None:
+                quiet.reported()
                 report(found)
 
-        finished = run_command(launch, on_line)
-        judge(self.spec, finished, reader, launch.argv[0])
+        finished = run_command(launch, on_line, should_stop=quiet.exceeded)
+        judge(self.spec, finished, reader, launch.argv[0], quiet)
 
     def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
                   address: str | None = None,

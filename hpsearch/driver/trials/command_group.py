@@ -70,7 +70,13 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
 
     from hpsearch.command.process import run_command
     from hpsearch.driver.cluster.connect import free_port
-    from hpsearch.driver.trials.command_launch import judge, launch_for, reader_for, torchrun_env
+    from hpsearch.driver.trials.command_launch import (
+        QuietLimit,
+        judge,
+        launch_for,
+        reader_for,
+        torchrun_env,
+    )
 
     runner, relay = payload["runner"], payload["relay"]
     ctx = ray.train.get_context()
@@ -83,13 +89,18 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
     launch = launch_for(runner.spec, payload["config"], trial_id=payload["trial_id"],
                         trial_dir=payload["trial_dir"], env=env, rank=rank)
     reader = reader_for(runner.spec)
+    # Rank 0 reads the reports, so rank 0 decides the trial hung; the others follow its end.
+    quiet = QuietLimit(runner.spec.trials.hung_after_s if rank == 0 else None)
 
     def on_line(line: str) -> None:
         found = reader.feed(line) if rank == 0 else None
         if found is not None:
+            quiet.reported()
             relay.add.remote(found)
 
     def should_stop() -> bool:
+        if quiet.exceeded():
+            return True
         try:
             return ray.get(relay.stopped.remote(), timeout=10)
         except Exception:  # noqa: BLE001 - the relay (so the Tune trial) is gone
@@ -98,7 +109,7 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
     finished = run_command(launch, on_line, should_stop=should_stop)
     try:
         if rank == 0:
-            judge(runner.spec, finished, reader, launch.argv[0])
+            judge(runner.spec, finished, reader, launch.argv[0], quiet)
         elif finished.code:
             judge(runner.spec, finished, reader, f"{launch.argv[0]} (rank {rank})")
     except HpsearchError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import zlib
 from typing import Any, Mapping
 
@@ -15,7 +16,8 @@ from hpsearch.command.template import render
 from hpsearch.errors import TrialFailedError
 from hpsearch.space.spec import Command, Spec
 
-__all__ = ["command_argv", "command_cwd", "judge", "launch_for", "reader_for", "torchrun_env"]
+__all__ = ["QuietLimit", "command_argv", "command_cwd", "judge", "launch_for", "reader_for",
+           "torchrun_env"]
 
 
 def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
@@ -80,9 +82,31 @@ def reader_for(spec: Spec) -> OutputReader:
     return OutputReader(command.metrics, objective=spec.objective.metric, time_key=time_key)
 
 
-def judge(spec: Spec, finished: Finished, reader: OutputReader, argv0: str) -> None:
-    """Raise the one-line error (:class:`TrialFailedError`) of a command that failed or
-    never reported."""
+class QuietLimit:
+    """``trials.hung_after``: whether the command has reported nothing for too long."""
+
+    def __init__(self, limit_s: float | None, clock=time.monotonic):
+        self.limit_s, self.clock = limit_s, clock
+        self.last = clock()
+        self.hung = False
+
+    def reported(self) -> None:
+        self.last = self.clock()
+
+    def exceeded(self) -> bool:
+        if self.limit_s is not None and self.clock() - self.last > self.limit_s:
+            self.hung = True
+        return self.hung
+
+
+def judge(spec: Spec, finished: Finished, reader: OutputReader, argv0: str,
+          quiet: QuietLimit | None = None) -> None:
+    """Raise the one-line error (:class:`TrialFailedError`) of a command that failed, hung
+    or never reported."""
+    if quiet is not None and quiet.hung:
+        raise TrialFailedError(f"`{argv0}` hung: reported nothing for {quiet.limit_s:.0f} s "
+                               f"(trials.hung_after), so it was stopped; its last lines: "
+                               f"{finished.tail_text()}")
     if finished.code is None:
         return  # stopped
     if finished.code != 0:

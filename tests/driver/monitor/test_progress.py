@@ -97,3 +97,29 @@ def test_housekeeping_gives_the_runner_its_share_when_it_changes():
         admission.share_now = share
         keeper.on_step_end(0, [])
     assert keeper.runner.slots == [2, 1, 2]
+
+
+def test_the_heartbeat_goes_on_while_tunes_loop_is_still():
+    """Tune's loop waiting on a trial's process that never ends stops calling on_step_end;
+    the heartbeat's own thread still says so, at its own pace."""
+    import threading
+    import time
+
+    records = TrialRecords(SPEC)
+    records.start("a", {"lr": 0.01})
+    said = threading.Event()
+    lines: list[str] = []
+    progress = ProgressCallback(records, SPEC, stream=io.StringIO(), live=False,
+                                heartbeat_s=0.2)
+    progress.log = lambda line: (lines.append(line), said.set())
+    progress.setup()
+    try:
+        progress.on_step_end(0, [])  # one step, then the loop is still
+        assert said.wait(timeout=30), "no heartbeat while the loop was still"
+    finally:
+        progress.close()
+    assert "1 running" in lines[0] and "no sweep event for" in lines[0]
+    now = time.monotonic()
+    progress.last_step = now
+    assert progress.still_line(now + 0.1) is None  # the loop stepped 0.1 s ago
+    assert "no sweep event for 1 s" in progress.still_line(now + 1.0)

@@ -24,6 +24,7 @@ from hpsearch.driver.search.ids import TRIAL_ID_KEY, hpsearch_id
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.records import TrialRecords
+from hpsearch.store.reports import TUNE_KEYS
 from hpsearch.store.summary import fmt_value, printable, status_line
 
 __all__ = ["ProgressCallback"]
@@ -49,6 +50,8 @@ class ProgressCallback(Callback):
         self._status_text = ""
         self._quit = threading.Event()
         self._beat: threading.Thread | None = None
+        self._errors: dict[str, str] = {}  # an error's first line -> the first trial it hit
+        self._told_short = False
 
     def setup(self, **info):
         # Started here, not in __init__: if building the Tuner fails, no live display is
@@ -122,7 +125,7 @@ class ProgressCallback(Callback):
         trial_id = hpsearch_id(trial)
         row = self.records.trials.get(trial_id, {})
         if row.get("status") == st.FAILED:  # ran, but never reported its objective
-            self.log(f"trial {trial_id} failed: {printable(row.get('error'))}")
+            self.log(f"trial {trial_id} failed: {self._error(trial_id, row.get('error'))}")
             return
         unit = self.spec.scheduler.time_attr
         where = (f"after {fmt_value(row.get('wall_s'))} s" if unit == "time"
@@ -132,6 +135,38 @@ class ProgressCallback(Callback):
             f"{printable(self.spec.objective.metric)} "
             f"{fmt_value(row.get('final_value'))} (best {fmt_value(row.get('best_value'))})"
         )
+        short = self._short_of_budget(row, getattr(trial, "last_result", None) or {})
+        if short is not None:
+            self.log(short)
+
+    def _error(self, trial_id: str, error: Any) -> str:
+        """A failure's line: in full the first time, then short, naming the first trial
+        (an error every trial meets, such as a metric never printed, is read once)."""
+        text = printable(error or "unknown error")
+        first = text.split("; ", 1)[0]
+        if first in self._errors:
+            return f"{first} (as trial {self._errors[first]})"
+        self._errors[first] = trial_id
+        return text
+
+    def _short_of_budget(self, row: dict, last: dict) -> str | None:
+        """Once a sweep: a command that exited 0 before its reports reached ``max_t``, and
+        what its reports carried (a script whose time attribute hpsearch never reads
+        looks like a trial that ended at step 1 of 200)."""
+        time_attr, max_t = self.spec.scheduler.time_attr, self.spec.scheduler.max_t
+        reached = row.get(time_attr + "s")
+        if (self._told_short or self.spec.command is None or row.get("status") != st.COMPLETED
+                or time_attr == "time" or reached is None or reached >= max_t):
+            return None
+        self._told_short = True
+        carried = sorted(k for k in last if k not in TUNE_KEYS and k != "training_iteration"
+                         and not k.startswith(("time_", "gpu")))
+        return (f"note: trial {row.get('trial_id', '?')}'s command exited 0 at {time_attr} "
+                f"{fmt_value(reached)} of max_t {max_t}. Its last report carried "
+                f"{', '.join(carried) or 'nothing'}; a report without `{time_attr}` counts "
+                f"as the next one (1, 2, 3...). If the script prints its {time_attr} another "
+                f"way, give trainable.metrics a `(?P<{time_attr}>...)` group, or read it from "
+                "a file (trainable.metrics_from)")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         trial_id = hpsearch_id(trial)
@@ -141,8 +176,8 @@ class ProgressCallback(Callback):
                      "checkpoint on resume")
             return
         where = os.path.join(trial.path, "error.txt") if trial.path else "its error.txt"
-        self.log(f"trial {trial_id} failed: {printable(row.get('error') or 'unknown error')} "
-                  f"(traceback: {where})")
+        self.log(f"trial {trial_id} failed: {self._error(trial_id, row.get('error'))} "
+                 f"(traceback: {where})")
 
     def on_step_end(self, iteration, trials, **info):
         now = self.last_step = time.monotonic()

@@ -116,6 +116,9 @@ def judge(spec: Spec, finished: Finished, reader: OutputReader, argv0: str,
         raise TrialFailedError(f"`{argv0}` {how}; its last lines: {finished.tail_text()}")
     if reader.reports == 0:
         metric = spec.objective.metric
-        seen = ", ".join(sorted(reader.seen)) or "nothing"
-        raise TrialFailedError(f"`{argv0}` never reported {metric} (its output had metrics: "
-                             f"{seen}); its last lines: {finished.tail_text()}")
+        seen = ", ".join(sorted(reader.seen)) or "none"
+        raise TrialFailedError(
+            f"`{argv0}` never reported {metric}: read 0 reports from its output.log (metrics "
+            f"it printed: {seen}); its last lines: {finished.tail_text()}; print "
+            f"`{metric}=<value>` lines, or set trainable.metrics (a pattern with "
+            f"`(?P<{metric}>...)`) or trainable.metrics_from (a file the script writes)")

@@ -123,3 +123,54 @@ def test_the_heartbeat_goes_on_while_tunes_loop_is_still():
     progress.last_step = now
     assert progress.still_line(now + 0.1) is None  # the loop stepped 0.1 s ago
     assert "no sweep event for 1 s" in progress.still_line(now + 1.0)
+
+
+def _command_spec(max_t: int = 200) -> Spec:
+    from hpsearch.space.spec import Command
+
+    return Spec(name="t", trainable=Command(argv=("python", "train.py")),
+                objective=Objective("eval_loss", "min"),
+                params=(FloatParam("lr", 1e-4, 1e-1, log=True),), fixed={},
+                scheduler=Scheduler(type="asha", time_attr="step", max_t=max_t,
+                                    grace_period=20, reduction_factor=2))
+
+
+def test_a_command_that_ends_short_of_max_t_is_named_once_with_what_it_reported():
+    spec = _command_spec()
+    records = TrialRecords(spec)
+    out = io.StringIO()
+    progress = ProgressCallback(records, spec, stream=out, live=False)
+    for trial_id in ("a", "b"):  # a script that prints no step: one report, counted as 1
+        records.start(trial_id, {"lr": 0.01})
+        records.result(trial_id, {"step": 1, "eval_loss": 5.6, "epoch": 0.11,
+                                  "time_total_s": 1.0})
+        records.end(trial_id, returned=True)  # the command exited 0
+        assert records.trials[trial_id]["status"] == "completed"
+        tune_trial = SimpleNamespace(trial_id="x", config={"lr": 0.01, TRIAL_ID_KEY: trial_id},
+                                     last_result={"step": 1, "eval_loss": 5.6, "epoch": 0.11,
+                                                  "time_total_s": 1.0, "pid": 7})
+        progress.on_trial_complete(0, [], tune_trial)
+    notes = [ln for ln in out.getvalue().splitlines() if "note:" in ln]
+    assert len(notes) == 1
+    assert ("note: trial a's command exited 0 at step 1 of max_t 200. Its last report carried "
+            "epoch, eval_loss, step; a report without `step` counts as the next one") in notes[0]
+
+
+def test_a_failure_every_trial_meets_is_read_in_full_once():
+    spec = _command_spec()
+    records = TrialRecords(spec)
+    out = io.StringIO()
+    progress = ProgressCallback(records, spec, stream=out, live=False)
+    for trial_id in ("a", "b"):
+        records.start(trial_id, {"lr": 0.01})
+        records.end(trial_id, errored=True, error="`python` never reported eval_loss: read 0 "
+                    "reports from its output.log (metrics it printed: none); its last lines: "
+                    f"{trial_id}")
+        progress.on_trial_complete(0, [], SimpleNamespace(
+            trial_id="x", config={TRIAL_ID_KEY: trial_id}, last_result={}))
+    lines = [ln.split(" ", 2)[2] for ln in out.getvalue().splitlines()]
+    assert lines == [
+        "trial a failed: `python` never reported eval_loss: read 0 reports from its output.log "
+        "(metrics it printed: none); its last lines: a",
+        "trial b failed: `python` never reported eval_loss: read 0 reports from its output.log "
+        "(metrics it printed: none) (as trial a)"]

@@ -61,8 +61,9 @@ def test_reports_stream_and_a_restart_resumes(space, tmp_path):
 
 
 @pytest.mark.parametrize("script, message", [
-    ("print('loading')\n", r"never reported val_loss \(its output had metrics: nothing\); its "
-                           r"last lines: loading"),
+    ("print('loading')\n", r"never reported val_loss: read 0 reports from its output.log "
+                           r"\(metrics it printed: none\); its last lines: loading; print "
+                           r"`val_loss=<value>` lines, or set trainable.metrics"),
     ("import sys\nprint('epoch=1 loss=2')\nsys.exit(1)\n", r"exited with code 1; its last "
                                                            r"lines: epoch=1 loss=2"),
 ])

@@ -180,47 +180,62 @@ def test_the_command_line_writes_one_line_per_method_and_seed_and_resumes(tmp_pa
 
 
 def test_a_real_sweeps_tables_become_a_row_of_the_simulators_format(tmp_path, digits):
+    """Three trials of a real sweep's tables, against a two-configuration curve table made
+    by hand; every figure of the row is worked out in the comments."""
+    from optuna.distributions import FloatDistribution
+
     from benchmarks.replay.confirm import row_from_sweep
+    from benchmarks.replay.curves import CurveTable, Surrogate
     from hpsearch.store.layout import SweepDir
     from hpsearch.store.records import TrialRecords
     from hpsearch.store.tables import write_tables
 
-    spec, table, surrogate = digits
-    s_per_r, lag = 2.0, 0.2  # time(R) lasts 2 s; each trial reports 0.2 s late
+    spec, _, _ = digits
+    table = CurveTable(
+        path=tmp_path / "hand.parquet", workload="digits", names=("lr",),
+        params={0: {"lr": 0.01}, 1: {"lr": 0.1}},
+        values={(0, 0): [1.0, 0.8, 0.7], (0, 1): [0.8, 0.6, 0.5],   # mean 0.9, 0.7, 0.6
+                (1, 0): [0.6, 0.5, 0.4], (1, 1): [0.4, 0.3, 0.2]},  # mean 0.5, 0.4, 0.3
+        times={0: [0.5, 1.0, 1.5], 1: [0.4, 0.8, 1.2]}, seeds={0: [0, 1], 1: [0, 1]},
+        time_r=2.0)
+    surrogate = Surrogate(table, {"lr": FloatDistribution(1e-3, 1.0, log=True)},
+                          weights=(1.0,))
+    # time(R) lasts 2 s; the budget is 2 time(R) from the first start, 2 workers.
+    # trial (lr: its configuration), start in s, reports (seconds since its start, value)
+    trials = {"a": (0.01, 0.0, [(1.0, 0.9), (3.0, 0.85), (5.0, 0.5)], False),
+              "b": (0.1, 1.0, [(1.0, 0.8), (2.4, 0.6)], True),      # stopped by ASHA
+              "c": (0.01, 4.4, [(1.0, 0.1)], False)}                # starts past the budget
     records, t0 = TrialRecords(spec), 1_800_000_000.0
-    expected = []
-    for n, (config, begin) in enumerate(((0, 0.0), (1, 0.5))):  # starts, in time(R)
-        key, params = f"{n:08x}", dict(table.params[config])
-        records.start(key, params)
-        records.trials[key]["started_at"] = t0 + begin * s_per_r
-        for epoch, value in enumerate(table.values[(config, 0)][:2], 1):
-            elapsed = table.times[config][epoch - 1] / table.time_r * s_per_r + lag
+    for key, (lr, begin, reports, stopped) in trials.items():
+        records.start(key, {"lr": lr, "precision": "fp32"})
+        records.trials[key]["started_at"] = t0 + begin
+        for epoch, (elapsed, value) in enumerate(reports, 1):
             records.result(key, {"val_loss": value, "epoch": epoch, "training_iteration": epoch,
                                  "time_total_s": elapsed, "step": 22 * epoch})
-            expected.append((begin + elapsed / s_per_r, value, config, epoch))
-        records.stopped_by_scheduler(key)
+        if stopped:
+            records.stopped_by_scheduler(key)
         records.end(key, returned=True)
     sweep = SweepDir(tmp_path / "replay-hpsearch-0")
     sweep.path.mkdir()
     write_tables(records, sweep)
     row = row_from_sweep(sweep.path, method="hpsearch", seed=0, metric="val_loss", table=table,
-                         surrogate=surrogate, seconds_per_r=s_per_r, budget=1.0, workers=2)
-    seen, best = [], None
-    for at, value, _, _ in sorted(e for e in expected if e[0] <= 1.0):
-        if best is None or value < best:
-            best = value
-            seen.append([round(at, 5), value])
-    assert row["method"] == "hpsearch@ray" and row["real"] and row["curve"] == seen
-    assert row["trials"] == 2 and row["stopped"] == 2
-    last = {}  # the last epoch each trial reported within the budget
-    for at, _, config, epoch in expected:
-        if at <= 1.0:
-            last[config] = max(last.get(config, 0), epoch)
-    trained = sum(table.times[c][e - 1] / table.time_r for c, e in last.items())
-    assert row["overhead"] == pytest.approx((2 * 1.0 - trained) / 2, abs=1e-3)
-    means = {(c, e): table.mean_curve(c)[e - 1] for _, _, c, e in expected}
-    assert [v for _, v in row["found"]] == [
-        means[(c, e)] for at, v, c, e in sorted(expected) if [round(at, 5), v] in seen]
+                         surrogate=surrogate, seconds_per_r=2.0, budget=2.0, workers=2)
+    # Reports in time(R) from the first start: a at 0.5 (0.9), 1.5 (0.85), 2.5 (past the
+    # budget); b starts at 0.5: 1.0 (0.8), 1.7 (0.6); c starts at 2.2: not counted.
+    # The best so far: 0.9 at 0.5, 0.8 at 1.0, 0.6 at 1.7 (0.85 at 1.5 is no better) ...
+    assert row["curve"] == [[0.5, 0.9], [1.0, 0.8], [1.7, 0.6]]
+    # ... each worth its configuration's mean at that epoch: 0.9 (a, 1), 0.5 and 0.4 (b).
+    assert [at for at, _ in row["found"]] == [0.5, 1.0, 1.7]
+    assert [mean for _, mean in row["found"]] == pytest.approx([0.9, 0.5, 0.4])
+    assert row["trials"] == 2 and row["stopped"] == 1
+    # Trained within the budget: a to epoch 2 (1.0 s of 2.0), b to epoch 2 (0.8 s of 2.0),
+    # 0.5 + 0.4 = 0.9 time(R); the overhead per trial: (2 workers x 2.0 - 0.9) / 2 trials.
+    assert row["overhead"] == pytest.approx(1.55)
+    # Busy: a from 0 to the budget (2.0), b from 0.5 to its last report at 1.7 (1.2).
+    assert row["worker_time"] == pytest.approx({"fp32": 3.2})
+    assert row["best_in_table"] == 0.2 and row["best_mean_in_table"] == pytest.approx(0.3)
+    assert (row["method"], row["seed"], row["real"], row["workers"], row["budget"],
+            row["time_r_s"]) == ("hpsearch@ray", 0, True, 2, 2.0, 2.0)
 
 
 def test_mo_asha_replays_with_the_sweeps_own_objects_and_its_front_is_scored(digits):

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import optuna
+import pandas as pd
 import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
@@ -114,7 +115,11 @@ def assert_study_matches_tables(sweep_dir: Path, name: str, *,
         assert trial.state == state, (row.trial_id, row.status, trial.state)
         if state == State.COMPLETE:
             assert trial.value == pytest.approx(row.final_value)
-        for p in spec.params:
-            if p.name in trial.params:
-                assert trial.params[p.name] == pytest.approx(getattr(row, p.name)), p.name
+        # Every parameter the row has (a conditional one is null where not sampled), and
+        # no other, with its value.
+        in_row = {p.name: getattr(row, p.name, None) for p in spec.params}
+        in_row = {k: v for k, v in in_row.items() if v is not None and not pd.isna(v)}
+        assert set(trial.params) == set(in_row), (row.trial_id, trial.params, in_row)
+        for name, value in in_row.items():
+            assert trial.params[name] == pytest.approx(value), (row.trial_id, name)
     return study

@@ -87,7 +87,7 @@ def test_an_unmodified_script_swept_with_asha_at_one_and_two_workers(tmp_path, s
     result = hpsearch_cmd("run", str(space), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     trials = hpsearch.read_trials(tmp_path / "runs" / "cmd")
-    assert set(trials.status) == {"completed", "stopped_by_asha"}, trials
+    assert len(trials) == 5 and set(trials.status) == {"completed", "stopped_by_asha"}, trials
     history = hpsearch.read_history(tmp_path / "runs" / "cmd")
     assert {"val_accuracy", "train_loss", "world_size"} <= set(history.columns)
     for row in trials.itertuples():
@@ -108,7 +108,10 @@ def test_an_unmodified_script_swept_with_asha_at_one_and_two_workers(tmp_path, s
     assert result.returncode == 0, result.stdout + result.stderr
     history = hpsearch.read_history(tmp_path / "runs" / "ddp")
     assert set(history.world_size) == {2} and len(history) == 2
-    for folder in (tmp_path / "runs" / "ddp" / "trials").iterdir():
+    folders = list((tmp_path / "runs" / "ddp" / "trials").iterdir())
+    assert [f.name for f in folders] == list(hpsearch.read_trials(tmp_path / "runs" / "ddp")
+                                             .trial_id)  # the one trial's, and no other
+    for folder in folders:
         assert {"output.log", "output-rank1.log", "ckpt.pt"} <= {p.name for p in folder.iterdir()}
     assert commands_alive(tmp_path / "train.py") == []
 

@@ -3,7 +3,9 @@ each, with its key path and line), and the words a trial runs. Nothing is run he
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import textwrap
 
 import pytest
@@ -180,7 +182,15 @@ def test_a_conditional_parameters_word_is_there_only_when_the_trial_samples_it(s
     result = CliRunner().invoke(main, ["run", file, "--dry-run", "--storage",
                                        str(tmp_path / "runs")])
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
-    assert any(ln.strip().startswith("command") for ln in result.output.splitlines())
+    # The midpoint: lr at the log-scale middle of [1e-4, 3e-2], warmup_iters 50, dtype the
+    # first choice (float32), so scale is not sampled and its word is left out.
+    (line,) = [ln.strip() for ln in result.output.splitlines()
+               if ln.strip().startswith("command ")]
+    found = re.fullmatch(r"command +python train\.py --learning_rate=(\S+) --warmup_iters=50 "
+                         r"--dtype=float32 --max_iters=200 --out_dir=<trial_dir>  "
+                         r"\(at the midpoint\)", line)
+    assert found, line
+    assert float(found[1]) == pytest.approx(math.sqrt(1e-4 * 3e-2))
 
 
 def test_validate_and_the_plan_show_the_command(space):

@@ -86,10 +86,18 @@ def test_a_resumed_sweeps_front_continues_from_its_table(tmp_path):
     resumed = TrialRecords(make_spec())
     rows = read_trials(sweep.path).astype(object).where(lambda df: pd.notna(df), None)
     resumed.load(rows.to_dict("records"), [])
+    assert front(resumed) == ["a", "b"]  # as the table says
+    before = resumed.version
     run(resumed, "c", 0.45, 75, 0.9)  # between a and b: all three on the front
+    assert front(resumed) == ["a", "b", "c"]
+    assert [resumed.trials[t]["pareto"] for t in "abc"] == [True, True, True]
     run(resumed, "d", 0.35, 120, 0.9)  # dominates all three
     assert front(resumed) == ["d"]
     assert [resumed.trials[t]["pareto"] for t in "abc"] == [False, False, False]
+    assert {"a", "b", "c", "d"} <= set(resumed.changed_since(before))  # rewritten
+    write_tables(resumed, sweep)
+    assert read_trials(sweep.path).set_index("trial_id")["pareto"].to_dict() == {
+        "a": False, "b": False, "c": False, "d": True}
 
 
 def test_one_objective_without_constraints_keeps_todays_columns(tmp_path):

@@ -75,3 +75,46 @@ def test_the_searcher_leaves_a_paused_trial_running_in_the_study_and_the_records
     assert failed.state == optuna.trial.TrialState.FAIL
     assert records.trials[paused.user_attrs["trial_id"]].get("status") != "failed"
     assert records.trials[failed.user_attrs["trial_id"]]["status"] == "failed"
+
+
+def test_the_free_space_poll_counts_a_nearly_full_disk_as_full(tmp_path):
+    """Tune's step end looks at the free space: a real small disk, filled to less than
+    ``NEARLY_FULL`` free, is full before any write fails; a disk with room is not."""
+    from small_disk import fill, free, small_disk
+
+    from hpsearch.driver.monitor.disk import NEARLY_FULL
+
+    with small_disk(tmp_path / "disk", size_mb=2) as disk:
+        said = []
+        watch = DiskWatch(SweepDir(disk / "s"), say=said.append, every_s=0.0)
+        watch.on_step_end(0, [])
+        assert not watch.full and not said
+        fill(disk, leave=NEARLY_FULL // 4)
+        try:
+            watch.on_step_end(1, [])
+            assert watch.full and watch.evidence.endswith(" free")
+            assert len(said) == 1 and "is full (" in said[0]
+        finally:
+            free(disk)
+
+
+def test_the_free_space_poll_reads_the_sweeps_own_disk_at_most_every_every_s(tmp_path,
+                                                                           monkeypatch):
+    """With a threshold above the sweep disk's real free space (read with statvfs), the
+    poll counts it as full; below it, never; and between two looks less than ``every_s``
+    apart, it does not read the disk again."""
+    import hpsearch.driver.monitor.disk as disk_module
+    from hpsearch.store.layout import free_bytes
+
+    free_now = free_bytes(tmp_path)
+    assert free_now is not None and free_now > 0
+    monkeypatch.setattr(disk_module, "NEARLY_FULL", 0)
+    watch = DiskWatch(SweepDir(tmp_path / "s"), every_s=3600.0)
+    watch.on_step_end(0, [])  # the first look reads the disk: room
+    assert not watch.full
+    monkeypatch.setattr(disk_module, "NEARLY_FULL", free_now + 2**40)
+    watch.on_step_end(1, [])  # an hour has not passed: not read again
+    assert not watch.full
+    watch.every_s = 0.0
+    watch.on_step_end(2, [])
+    assert watch.full and watch.evidence.endswith(" free")

@@ -3,7 +3,6 @@ stops, from hand-made reports (the expected decisions are worked out in the comm
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 
@@ -73,6 +72,31 @@ def test_a_resumed_sweep_seeds_its_rungs_and_the_next_trial_is_judged_against_th
     assert rungs.judge("b", 1, (0.6, 120)) is True  # as in the first case
 
 
+@pytest.mark.parametrize("modes, rf, seeded, newcomer", [
+    # rf 2, two points: the newcomer, dominated by the only other one, is 2nd of 2
+    (("min", "max"), 2, [(0.5, 1.0)], (0.9, 0.5)),
+    # rf 3, three points: fronts [a], [newcomer], [b]: 2nd of 3
+    (("min", "min"), 3, [(0.5, 100), (0.6, 120)], (0.55, 110)),
+    # rf 3, six points on one objective: 3rd of 6
+    (("min",), 3, [(0.1,), (0.2,), (0.4,), (0.5,), (0.6,)], (0.3,)),
+])
+def test_a_trial_placed_exactly_at_the_share_is_stopped(modes, rf, seeded, newcomer):
+    """The deliberate difference from Syne Tune's MOASHA (module docstring): at position
+    ``n / rf`` exactly (0 the best) the trial is outside the top ``n / rf`` and stops,
+    where ``p / n <= 1 / rf`` would let it go on; with the point ahead of it made worse,
+    it continues."""
+    rungs = ParetoRungs(milestones=(1,), reduction_factor=rf, modes=modes)
+    for n, point in enumerate(seeded):
+        rungs.seed(f"s{n}", 1, point)
+    assert rungs.judge("new", 1, newcomer) is True
+    ahead = ParetoRungs(milestones=(1,), reduction_factor=rf, modes=modes)
+    for n, point in enumerate(seeded[1:]):  # one point fewer ahead of it: continues
+        ahead.seed(f"s{n}", 1, point)
+    ahead.seed("worse", 1, tuple(v + 10 if m == "min" else v - 10
+                                 for v, m in zip(seeded[0], modes)))
+    assert ahead.judge("new", 1, newcomer) is False
+
+
 def test_with_one_objective_it_keeps_the_top_share_of_a_rung():
     rungs = ParetoRungs(milestones=(1,), reduction_factor=3, modes=("min",))
     losses = [0.5, 0.9, 0.1, 0.3, 0.8, 0.05]
@@ -81,25 +105,36 @@ def test_with_one_objective_it_keeps_the_top_share_of_a_rung():
         assert rungs.judge(f"t{n}", 1, (loss,)) is (better >= math.ceil(n / 3))
 
 
-def test_the_fronts_of_random_points_are_non_dominated_sorting():
-    rng = random.Random(0)
-    for _ in range(50):
-        points = [tuple(rng.choice([0, 1, 2, 3]) for _ in range(rng.choice([2, 3])))
-                  for _ in range(rng.randint(1, 12))]
-        dims = {len(p) for p in points}
-        if len(dims) > 1:
-            continue
-        found = fronts(points)
-        assert sorted(itertools.chain(*found)) == list(range(len(points)))
-        for k, front in enumerate(found):
-            for i, j in itertools.product(front, repeat=2):
-                assert not dominates(points[i], points[j])  # none inside a front
-            if k:  # each point is dominated by one of the front before it
-                assert all(any(dominates(points[j], points[i]) for j in found[k - 1])
-                           for i in front)
-        order = pareto_order(points)
-        assert sorted(order) == list(range(len(points)))
-        assert order[: len(found[0])] == [i for i in order if i in found[0]]
+def brute_force_ranks(points):
+    """Each point's front, from the definition: 0 when no point dominates it (at least as
+    good everywhere, better somewhere), else one more than the worst-ranked point that
+    does (the longest chain of points dominating it)."""
+    def better(p, q):
+        return all(a >= b for a, b in zip(p, q)) and any(a > b for a, b in zip(p, q))
+
+    ranks = {}
+
+    def rank(i):
+        if i not in ranks:
+            above = [j for j in range(len(points)) if better(points[j], points[i])]
+            ranks[i] = 1 + max(map(rank, above)) if above else 0
+        return ranks[i]
+
+    return [rank(i) for i in range(len(points))]
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_the_fronts_of_random_points_are_non_dominated_sorting(seed):
+    rng = random.Random(seed)
+    dims = rng.choice([1, 2, 3])  # one dimension per case: every case has a front to check
+    points = [tuple(rng.choice([0, 1, 2, 3]) for _ in range(dims))
+              for _ in range(rng.randint(1, 12))]  # few values: ties and duplicates
+    ranks = brute_force_ranks(points)
+    expected = [[i for i in range(len(points)) if ranks[i] == k] for k in range(max(ranks) + 1)]
+    assert fronts(points) == expected
+    order = pareto_order(points)
+    assert sorted(order) == list(range(len(points)))
+    assert [ranks[i] for i in order] == sorted(ranks)  # front by front, best first
 
 
 def test_a_front_spreads_from_its_best_first_objective_and_is_deterministic():

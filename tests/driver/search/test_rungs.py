@@ -1,8 +1,9 @@
 """ASHA's rule as hpsearch applies it stops exactly what Ray Tune's ASHA stops.
 
-Each test feeds the same report sequences (distinct values, several arrival orders, min
-and max) to Ray's own ``ASHAScheduler`` and to hpsearch's (:class:`SweepASHA` over
-:class:`Rungs`) and compares every decision. No Ray cluster: schedulers are plain objects.
+Each test feeds the same report sequences (distinct values, several arrival orders, ties
+with the cut-off, min and max) to Ray's own ``ASHAScheduler`` and to hpsearch's
+(:class:`SweepASHA` over :class:`Rungs`) and compares every decision. No Ray
+cluster: schedulers are plain objects.
 """
 
 from __future__ import annotations
@@ -96,6 +97,41 @@ def test_asha_stops_the_trials_the_table_says_for_min_and_max(mode):
     events = [(k, t, sign * v, "result") for k, t, v, _ in TABLE]
     ours, theirs = both(spec, events)
     assert [d for *_, d in ours] == [d for *_, d in TABLE]
+    assert ours == theirs
+
+
+# Ties with the cut-off: a score equal to it continues (Ray stops only below it). Values
+# for mode min; max negates them, so the scores, and the decisions, are the same.
+TIES = {
+    "rf 3, equal to the only record": (3, 9, [
+        ("a", 1, 0.5, GO),    # the first at rung 1
+        ("b", 1, 0.5, GO),    # cut-off: the quantile of {0.5} is 0.5; equal: continues
+        ("c", 1, 0.5, GO),    # the quantile of {0.5, 0.5} is 0.5 again
+        ("d", 1, 0.6, STOP),  # worse than 0.5
+        ("a", 3, 0.4, GO),    # the first at rung 3
+        ("b", 3, 0.4, GO),    # equal to the only record there
+        ("c", 4, 0.41, STOP),  # judged at rung 3: worse than the quantile of {0.4, 0.4}
+    ]),
+    "rf 2, equal to the interpolated median": (2, 16, [
+        ("a", 1, 0.1, GO),
+        ("b", 1, 0.3, STOP),  # worse than 0.1
+        ("c", 1, 0.5, STOP),  # the median of {0.1, 0.3} is 0.2
+        ("d", 1, 0.3, GO),    # the median of {0.1, 0.3, 0.5} is 0.3: equal, continues
+        ("e", 1, 0.3, GO),    # {0.1, 0.3, 0.3, 0.5}: half-way between 0.3 and 0.3
+        ("f", 1, 0.31, STOP),  # {0.1, 0.3, 0.3, 0.3, 0.5}: 0.3
+    ]),
+}
+
+
+@pytest.mark.parametrize("mode", ["min", "max"])
+@pytest.mark.parametrize("case", TIES)
+def test_a_score_equal_to_the_cutoff_continues_as_in_rays_asha(case, mode):
+    rf, max_t, table = TIES[case]
+    sign = 1 if mode == "min" else -1
+    spec = spec_for(mode, max_t=max_t, rf=rf)
+    events = [(k, t, sign * v, "result") for k, t, v, _ in table]
+    ours, theirs = both(spec, events)
+    assert [d for *_, d in ours] == [d for *_, d in table]
     assert ours == theirs
 
 

@@ -98,7 +98,9 @@ def test_mo_asha_stops_the_dominated_trial_and_the_study_keeps_the_feasible_fron
     assert recorded["a"].intermediate == {1: (0.9, 1000.0), 2: (0.6, 1000.0), 3: (0.5, 1000.0)}
     assert recorded["c"].value == (0.7, 3000.0)
     seeded = SweepASHA(spec, seeded=rung_values(recorded.values(), spec.scheduler.rungs()))
-    assert set(seeded.rungs.recorded[1]) == {"a", "b", "c"}
+    # each trial's epoch-1 values, as higher-is-better scores (val_loss negated)
+    assert seeded.rungs.recorded[1] == {"a": (-0.9, 1000.0), "b": (-1.2, 800.0),
+                                        "c": (-0.8, 3000.0)}
 
 
 def one_at_a_time(tmp_path, spec):
@@ -142,3 +144,28 @@ def test_a_constraint_on_a_metric_the_first_report_lacks_stops_the_sweep_in_one_
     assert searcher.problem.startswith("the trial's first report has no "
                                        "constraints[0].metric: val_acc (did you mean "
                                        "`val_accuracy`?)")
+
+
+def test_a_restarted_trial_reports_each_step_once_with_its_first_values(tmp_path):
+    """A trial restarted from its epoch-1 checkpoint after epoch 3 reports epochs 2 and 3
+    again, with other values (another data order). With one objective Optuna keeps the
+    first value of a step itself; with several, each step is a trial attribute that a
+    second report would overwrite, so the searcher must not send it."""
+    spec = make_spec()
+    sweep, records, searcher = one_at_a_time(tmp_path, spec)
+    config = searcher.suggest("a")
+    records.start(config[TRIAL_ID_KEY], config)
+    curve = [(1, 0.9, 900), (2, 0.7, 910), (3, 0.6, 920),  # the first run
+             (2, 0.75, 800), (3, 0.65, 810),               # restarted after epoch 1
+             (4, 0.5, 930)]
+    for epoch, loss, speed in curve:
+        result = {"val_loss": loss, "samples_per_s": speed, "val_accuracy": 0.8,
+                  "epoch": epoch, "training_iteration": epoch}
+        searcher.on_trial_result("a", result)
+        records.result("a", result)
+    searcher.on_trial_complete("a", result)
+    (trial,) = load_sweep_study(sweep).trials
+    reports = {k: v for k, v in trial.user_attrs.items() if k.startswith("report:")}
+    assert reports == {"report:1": [0.9, 900], "report:2": [0.7, 910],
+                       "report:3": [0.6, 920], "report:4": [0.5, 930]}
+    assert trial.values == [0.5, 930]

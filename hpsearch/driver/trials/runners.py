@@ -149,7 +149,8 @@ class InProcessRunner(Runner):
         limit_threads(self.spec.resources.cpus_per_worker)
         store = CheckpointStore(sweep, trial_id, keep=self.spec.checkpoints.keep)
         train_then_release(config, trainable_of(self.spec.trainable),
-                           TuneSession(self.spec.objective, store))
+                           TuneSession(self.spec.objective, store,
+                                       gpu_share=self.spec.resources.gpus_per_worker))
 
     def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
                   address: str | None = None,
@@ -227,7 +228,9 @@ class TrainRunner(Runner):
 
     def _loop(self, config: Mapping[str, Any]) -> tuple[Callable, dict[str, Any]]:
         if self.harness:
-            return harness_worker_loop, {"config": dict(config), "trainable": self.spec.trainable}
+            return harness_worker_loop, {
+                "config": dict(config), "trainable": self.spec.trainable,
+                "first_collective_s": self.spec.resources.first_collective_timeout_s}
         return trainable_of(self.spec.trainable), dict(config)
 
     def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
@@ -311,4 +314,5 @@ def harness_worker_loop(payload: dict[str, Any]) -> None:
     from hpsearch.train.loop import train
 
     require_cuda_if_asked(payload["config"])
-    train(payload["config"], trainable_of(payload["trainable"]), TrainSession())
+    train(payload["config"], trainable_of(payload["trainable"]),
+          TrainSession(first_collective_s=payload.get("first_collective_s")))

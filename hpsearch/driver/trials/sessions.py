@@ -65,12 +65,15 @@ class TrainSession:
         self.local_rank = ctx.get_local_rank()
         self._gpus, self.device_index = gpu_assignment()
         self.first_collective_s = first_collective_s
+        self.on_report: Any = None  # called after each report (the trial's hang ledger)
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         import ray.train
 
         checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         ray.train.report({**metrics, **self._gpus}, checkpoint=checkpoint)
+        if self.on_report is not None:
+            self.on_report()
         if checkpoint_dir:  # Train has copied it into the run's storage
             from hpsearch.train.checkpoint import discard
 

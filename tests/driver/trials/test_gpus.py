@@ -164,3 +164,25 @@ def test_a_stopped_trials_model_is_gone_when_its_memory_is_released(monkeypatch)
     with pytest.raises(SystemExit):
         runners.train_then_release({"lr": 3e-3, "epochs": 3}, Tracked(), Stopping())
     assert alive_at_release == [[False]]
+
+
+def test_a_cold_trial_that_hung_twice_is_not_retried_again(tmp_path):
+    """Attempts of one Ray Train run, as its rank 0 sees them: quick failures are retried
+    (Ray Train's max_failures), the first hang too, the second hang fails at once."""
+    from hpsearch.driver.trials.runners import HangLedger
+
+    ledger = HangLedger(str(tmp_path / "train-t1" / HangLedger.FILE), timeout_s=600)
+    ledger.attempt_starts(now=0)       # first attempt
+    ledger.heard(now=100)              # a report
+    ledger.attempt_starts(now=130)     # failed 30 s after it: not a hang
+    ledger.heard(now=200)
+    ledger.attempt_starts(now=200 + 600 + 20)  # silent for the collective timeout: hang 1
+    ledger.heard(now=900)
+    with pytest.raises(RuntimeError, match="hung 2 times: silent for "
+                                           r"resources.collective_timeout \(600 s\)"):
+        ledger.attempt_starts(now=900 + 601)   # hang 2: fails, without training again
+    with pytest.raises(RuntimeError, match="hung 2 times"):
+        ledger.attempt_starts(now=1600)  # every later attempt too, in seconds
+    ledger.reset()  # resumed a day later: the silence while the driver was down is no hang
+    ledger.attempt_starts(now=90_000)
+    ledger.attempt_starts(now=90_010)

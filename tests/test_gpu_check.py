@@ -1,6 +1,7 @@
-"""``benchmarks/gpu_check.py`` on a machine without CUDA says so and succeeds, so it can sit
-in any script that runs on mixed machines; the parts of it a CPU can run do what it says:
-the worker that dies once (its injected failure) and ``report_share.py``'s arithmetic."""
+"""``benchmarks/gpu_check.py`` on a machine without CUDA says so and exits 2 (nothing
+measured); its verdicts cannot pass vacuously (the exit status from synthetic rows); the
+parts of it a CPU can run do what it says: the worker that dies once (its injected
+failure) and ``report_share.py``'s arithmetic."""
 
 from __future__ import annotations
 
@@ -16,26 +17,89 @@ ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 
 
-def test_gpu_check_without_cuda_prints_no_cuda_and_exits_0():
+def test_gpu_check_without_cuda_prints_no_cuda_and_exits_2():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: gpu_check.py would run the whole check")
     out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
                          timeout=120)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 2, out.stderr
     assert out.stdout.startswith("gpu_check: no CUDA here (torch ")
     assert "nothing measured" in out.stdout
 
 
-def test_gpu_check_lists_what_each_check_proves_without_cuda():
+def test_gpu_check_lists_what_each_check_proves_and_what_fails_it_without_cuda():
     out = subprocess.run([sys.executable, str(SCRIPT), "--list"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    checks = [line.split("  ")[0] for line in out.stdout.splitlines()]
-    assert checks == ["precision speed", "fp16 GradScaler", "peak memory reset",
+    lines = out.stdout.splitlines()
+    checks = [line.split("  ")[0] for line in lines[::2]]
+    assert checks == ["precision", "goal", "fp16 GradScaler", "peak memory reset",
                       "NCCL one rank", "checkpoint + resume", "host syncs", "report share",
-                      "sweep", "memory left", "NCCL between nodes"]
-    assert "NOT COVERED" in out.stdout
+                      "sweep 1 worker", "sweep GPU ids", "sweep peak reset", "sweep 2 workers",
+                      "memory left", "NCCL between nodes"]
+    fails = [line.strip() for line in lines[1::2]]
+    # every row a single machine can cover has a way to FAIL
+    assert all(f.startswith("FAIL: ") for f in fails[:-1]), fails
+    assert "never covered" in fails[-1]
+
+
+def gpu_check():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import gpu_check
+
+    return gpu_check
+
+
+def test_every_covered_row_passing_exits_0_and_a_failure_or_a_gap_exits_1():
+    g = gpu_check()
+    ok = [g.passed("a"), g.passed("b"), g.uncovered("between nodes", expected=False)]
+    assert g.exit_status(ok)[0] == 0
+    assert g.exit_status([*ok, g.failed("c")])[0] == 1
+    assert g.exit_status([*ok, g.failed("c")], allow_partial=True)[0] == 1
+
+
+def test_not_covered_is_never_counted_as_a_pass():
+    g = gpu_check()
+    gap = g.uncovered("1 GPU; DDP over NCCL needs 2")
+    code, why = g.exit_status([g.passed("a"), gap])
+    assert code == 1 and "NOT COVERED" in why
+    assert g.exit_status([g.passed("a"), gap], allow_partial=True)[0] == 0
+    # nothing passed: only gaps, even ones no machine could cover, are not a pass
+    assert g.exit_status([gap], allow_partial=True)[0] == 1
+    assert g.exit_status([g.uncovered("between nodes", expected=False)])[0] == 1
+    assert g.exit_status([])[0] == 1
+    # a verdict that is none of the three is a failure, not a pass
+    assert g.exit_status([g.passed("a"), g.Verdict("n/a", "peak reset")])[0] == 1
+
+
+def test_a_precision_row_fails_on_what_it_promises_and_is_not_covered_without_the_format():
+    g = gpu_check()
+    good = {"status": "completed", "reason": None, "val_loss": 2.1, "fp32_matmul": "ieee",
+            "getters": []}
+    assert g.run_verdict("bf16", [good, good]).status == g.PASS
+    assert g.run_verdict("fp32 TF32", [good]).status == g.FAIL  # TF32 was asked for
+    assert g.run_verdict("fp32 TF32", [{**good, "fp32_matmul": "tf32"}]).status == g.PASS
+    assert g.run_verdict("bf16", [good, {**good, "getters": ["cudnn.allow_tf32"]}]
+                         ).status == g.FAIL
+    assert g.run_verdict("fp16", [{**good, "val_loss": float("nan")}]).status == g.FAIL
+    assert g.run_verdict("bf16", [{**good, "status": "diverged", "reason": "nan"}]
+                         ).status == g.FAIL
+    gap = g.run_verdict("tf32", [{**good, "status": "unsupported_precision",
+                                  "reason": "tf32 needs compute capability >= 8.0"}])
+    assert gap.status == g.NOT_COVERED and gap.expected
+
+
+def test_the_summary_counts_each_verdict_once_and_carries_the_exit_status():
+    g = gpu_check()
+    rows = [g.row("precision", "m", "bf16", g.passed("x")),
+            g.row("sweep 2 workers", "-", "x", g.uncovered("1 GPU")),
+            g.row("NCCL between nodes", "-", "-", g.uncovered("one machine", expected=False))]
+    summary = g.summary_of(rows, 1.0, allow_partial=False)
+    assert (summary["passed"], summary["failed"], summary["not_covered"]) == (1, 0, 2)
+    assert summary["exit"] == 1
+    assert g.summary_of(rows, 1.0, allow_partial=True)["exit"] == 0
+    assert rows[1][0][-1] == "NOT COVERED: 1 GPU"
 
 
 DIES_ONCE = """

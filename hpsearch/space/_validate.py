@@ -301,7 +301,8 @@ def _read_trials(raw: Mapping, report: Report) -> Any:
 def _read_resources(raw: Mapping, report: Report) -> Any:
     path, section = _section(raw, report, "resources", ("workers", "use_gpu", "cpus_per_worker",
                                                         "gpus_per_worker", "share", "warm_workers",
-                                                        "collective_timeout"))
+                                                        "collective_timeout",
+                                                        "first_collective_timeout"))
     if section is BAD:
         return BAD
     workers = report.integer(section, path, "workers", default=1, minimum=1, maximum=100_000)
@@ -312,6 +313,8 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
     warm = report.flag(section, path, "warm_workers", default=True)
     timeout = _read_duration(section.get("collective_timeout"), path, report,
                                 key="collective_timeout")
+    first = _read_duration(section.get("first_collective_timeout"), path, report,
+                           key="first_collective_timeout")
     if is_number(cpus) and cpus > 1 and cpus != int(cpus):
         cpus = report.add(path + ("cpus_per_worker",), "range", "must be a whole number when "
                           f"above 1; Ray splits only single CPUs (got {show(cpus)})")
@@ -333,13 +336,14 @@ def _read_resources(raw: Mapping, report: Report) -> Any:
                           "one GPU, which NCCL refuses (\"Duplicate GPU detected\"); give "
                           "each worker a whole GPU (gpus_per_worker: 1), or share GPUs "
                           "between one-worker trials (workers: 1)")
-    if not ok(workers, use_gpu, cpus, gpus, share, warm, timeout):
+    if not ok(workers, use_gpu, cpus, gpus, share, warm, timeout, first):
         return BAD
     if gpus is None:
         gpus = 1 if use_gpu else 0
     return Resources(workers=workers, use_gpu=use_gpu, cpus_per_worker=cpus,
                      gpus_per_worker=gpus, share=float(share), warm_workers=warm,
-                     collective_timeout_s=600.0 if timeout is None else timeout)
+                     collective_timeout_s=600.0 if timeout is None else timeout,
+                     first_collective_timeout_s=60.0 if first is None else first)
 
 
 def _read_budget(raw: Mapping, report: Report) -> Any:

@@ -276,6 +276,9 @@ class Resources:
     #: Seconds a collective of a multi-worker Ray Train trial may wait before its process
     #: group fails (Ray's default is 1800: a broken interface held the GPUs for hours).
     collective_timeout_s: float = 600.0
+    #: Seconds a multi-worker trial's first collective may take (the guard that fails a
+    #: group whose ranks cannot reach each other in one line, cold or warm).
+    first_collective_timeout_s: float = 60.0
 
     def per_worker(self) -> dict[str, float]:
         """Resources one worker holds."""

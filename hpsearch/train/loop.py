@@ -29,15 +29,9 @@ from torch.utils.data import DistributedSampler
 
 from hpsearch.train import checkpoint as ckpt
 from hpsearch.train.batches import batch_source, epochs_done, index_chunks
-from hpsearch.train.devices import (
-    first_collective,
-    gather,
-    global_mean,
-    peak_mem_mb,
-    process_group,
-    seed_everything,
-    training_device,
-)
+from hpsearch.train.devices import (FIRST_COLLECTIVE_S, first_collective, gather, global_mean,
+                                    peak_mem_mb, process_group, seed_everything,
+                                    training_device)
 from hpsearch.train.evaluate import evaluate
 from hpsearch.train.keys import HarnessConfig
 from hpsearch.train.optim import adamw, skipped_steps, total_norm
@@ -90,7 +84,8 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
             f"session says rank {session.world_rank} of {session.world_size} but torch.distributed "
             f"says rank {rank} of {world}; the runner must set up the process group first")
     device = training_device(cfg.use_gpu, session)
-    first_collective(device, world)  # a group that cannot talk fails now, in one line
+    guard = getattr(session, "first_collective_s", None) or FIRST_COLLECTIVE_S
+    first_collective(device, world, within_s=guard)  # a group that cannot talk fails now
     Precision(cfg.precision, device.type).apply()  # every trial: the flags are process-wide
     reason = unsupported_reason(cfg.precision, device)
     if reason is not None:
@@ -370,7 +365,7 @@ def _report(run: _Run, progress: _Progress, status: str, *, train_loss: float,
         **run.evaluate(),
         "grad_norm": float(progress.grad_norm),
         "samples_per_s": samples_per_s,
-        "peak_mem_mb": peak_mem_mb(run.device),
+        "peak_mem_mb": peak_mem_mb(run.device, run.world),  # every rank's most
         "precision": run.cfg.precision,
         "fp32_matmul": "tf32" if Precision(run.cfg.precision, run.device.type).tf32 else "ieee",
         "skipped_steps": skipped_steps(progress.step, run.optimizer, run.scaler),

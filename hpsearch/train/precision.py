@@ -8,7 +8,9 @@ enabled only for fp16. With the scaler disabled, ``scale``, ``unscale_``, ``step
 TF32 is set on every trial, never left as the process had it (:meth:`Precision.apply`):
 the flags are process-wide, so a trial in a reused process would otherwise train with
 whatever an earlier trial, or the trainable's own code, chose. Only ``tf32`` turns it on;
-``fp32`` is strict, and so are the fp32 parts of a ``bf16`` or ``fp16`` trial.
+``fp32`` is strict, and so are the fp32 parts of a ``bf16`` or ``fp16`` trial. The flags
+are set through one API, the one that leaves every torch precision getter readable after
+it (:func:`set_tf32`), so ``torch.compile`` and user code in the same process still work.
 
 Autocast works on the CPU too (torch >= 2.4 runs both bf16 and fp16 there), and so does
 ``GradScaler("cpu")``. Whether the hardware can run a precision is asked with
@@ -75,16 +77,20 @@ class Precision:
 
 
 def set_tf32(on: bool) -> None:
-    """TF32 on or off for CUDA matmuls and cuDNN, through one API only: torch 2.13 refuses
-    to read the flags once both the legacy ``allow_tf32`` and the newer ``fp32_precision``
-    were used, so the newer one is used wherever it exists, and nothing is read."""
-    if hasattr(torch.backends, "fp32_precision"):
-        value = "tf32" if on else "ieee"
-        torch.backends.cuda.matmul.fp32_precision = value
-        torch.backends.cudnn.fp32_precision = value
-    else:  # torch before the fp32_precision API
-        torch.backends.cuda.matmul.allow_tf32 = on
-        torch.backends.cudnn.allow_tf32 = on
+    """TF32 on or off for CUDA matmuls and cuDNN (convolutions and RNNs).
+
+    Set through the legacy ``allow_tf32`` setters, which in torch 2.13 also set the newer
+    ``fp32_precision`` flags to agree (``tf32`` or ``ieee`` for matmuls; ``tf32`` or
+    ``none`` for cuDNN conv and RNN). torch refuses its legacy getters
+    (``torch.get_float32_matmul_precision()``, ``torch.backends.cuda.matmul.allow_tf32``,
+    ``torch.backends.cudnn.allow_tf32``) once the newer flags disagree with them, and
+    inductor (``torch.compile``) and libraries read those getters: setting the newer flags
+    alone would break the next user of a reused worker process. The legacy setters leave
+    every getter, legacy and new, readable, and also repair a process whose own code had
+    set the newer flags alone.
+    """
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
 
 
 def unsupported_reason(name: str, device: torch.device) -> str | None:

@@ -24,7 +24,10 @@ class Session(Protocol):
     only rank 0 passes a ``checkpoint_dir``. The runner owns the directory afterwards.
 
     A session may also have ``device_index``: the ``cuda:N`` this worker trains on when it
-    uses a GPU (``None`` or absent: its ``local_rank``).
+    uses a GPU (``None`` or absent: its ``local_rank``; a ``str``: why the GPU its runner
+    assigned is not visible, raised when the trial trains on a GPU), ``gpu_share`` (below
+    1: the share of the GPU's memory this process may use) and ``first_collective_s``
+    (how long the first all-reduce may take; absent: 60 s).
     """
 
     world_rank: int

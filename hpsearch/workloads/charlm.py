@@ -75,7 +75,10 @@ def corpus(max_bytes: int = DEFAULTS["corpus_bytes"]) -> torch.Tensor:
     """Up to ``max_bytes`` of the standard library's ``.py`` files as a uint8 tensor.
 
     Files are taken in sorted order of their path relative to the stdlib directory
-    (test suites and ``site-packages`` skipped); CPython 3.11 has about 12 MB of them.
+    (test suites and ``site-packages`` skipped); CPython 3.11 has about 12.1 MB of them.
+
+    Raises:
+        ValueError: The standard library has fewer than ``max_bytes`` bytes of source.
     """
     root = sysconfig.get_paths()["stdlib"]
     paths = []
@@ -93,6 +96,10 @@ def corpus(max_bytes: int = DEFAULTS["corpus_bytes"]) -> torch.Tensor:
     data = b"".join(parts)[:max_bytes]
     if len(data) < 10_000:
         raise RuntimeError(f"the standard library at {root} yielded only {len(data)} bytes of source")
+    if len(data) < max_bytes:  # never train on less than the config says, silently
+        raise ValueError(f"config.corpus_bytes: asks for {max_bytes:,} bytes, but the standard "
+                         f"library of this Python has {len(data):,} bytes of source (at "
+                         f"{root}); ask for at most that")
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 

@@ -84,3 +84,17 @@ def test_learning_rate_visibly_changes_the_result():
     fast, slow = final_val_loss(1e-2), final_val_loss(1e-4)
     assert fast < slow - 0.5
     assert slow < math.log(256) + 0.1
+
+
+def test_asking_for_more_source_than_the_standard_library_has_is_one_clear_error():
+    import pathlib
+
+    import yaml
+
+    with pytest.raises(ValueError, match=r"config.corpus_bytes: asks for 1,000,000,000 bytes, "
+                                         r"but the standard library of this Python has"):
+        charlm.corpus(10**9)
+    # the shipped GPU space asks for no more than exists
+    space = pathlib.Path(__file__).parents[2] / "search_spaces" / "gpu-ddp.yaml"
+    asked = yaml.safe_load(space.read_text())["params"]["corpus_bytes"]
+    assert len(charlm.corpus(asked)) == asked

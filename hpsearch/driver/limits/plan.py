@@ -19,8 +19,43 @@ from typing import Mapping, Sequence
 from hpsearch.errors import ClusterError
 from hpsearch.space.spec import Spec
 
-__all__ = ["Plan", "asha_expected_units", "local_resources", "make_plan", "placement",
-           "plan_slots", "simulated_asha_units"]
+__all__ = ["Plan", "asha_expected_units", "hang_cost", "local_resources", "make_plan",
+           "placement", "plan_slots", "simulated_asha_units"]
+
+#: Attempts of one trial that may hang for a whole collective timeout (one retry), and
+#: failed starts of a warm group before it is given up
+#: (``hpsearch.driver.trials.runners.HangLedger``, ``hpsearch.driver.trials.pool``).
+HUNG_ATTEMPTS = 2
+
+
+def hang_cost(spec: Spec) -> dict[str, float] | None:
+    """What one hung multi-worker trial can hold at most, in minutes of its devices
+    (GPUs, or workers on CPUs): ``hang_min`` for a collective that hangs mid-training
+    (an attempt, and one retry, each until ``resources.collective_timeout``),
+    ``connect_min`` for a group whose ranks never connect (each start until
+    ``resources.first_collective_timeout``: a cold trial's ``trials.max_failures + 1``
+    attempts, a warm group's two starts), ``devices`` the trial's GPUs (or workers).
+    Start-up and retraining from the last checkpoint come on top. ``None`` for
+    one-worker trials, which make no collectives.
+
+    Example:
+        >>> from hpsearch.space import parse_space
+        >>> spec = parse_space({"name": "x", "trainable": "digits",
+        ...     "objective": {"metric": "val_loss", "mode": "min"},
+        ...     "params": {"lr": 0.01}, "resources": {"workers": 4, "use_gpu": True}})
+        >>> hang_cost(spec)
+        {'devices': 4, 'hang_min': 20.0, 'connect_min': 2.0, 'hang_device_min': 80.0}
+    """
+    res = spec.resources
+    if res.workers <= 1:
+        return None
+    devices = res.workers * ((res.gpus_per_worker or 1) if res.use_gpu else 1)
+    attempts = spec.trials.max_failures + 1
+    hang_min = min(HUNG_ATTEMPTS, attempts) * res.collective_timeout_s / 60
+    starts = HUNG_ATTEMPTS if res.warm_workers else attempts
+    connect_min = starts * res.first_collective_timeout_s / 60
+    return {"devices": devices, "hang_min": hang_min, "connect_min": connect_min,
+            "hang_device_min": max(hang_min, connect_min) * devices}
 
 
 @dataclass(frozen=True)
@@ -60,6 +95,14 @@ class Plan:
                        if self.placement == "STRICT_PACK" else
                        "placement    a trial is larger than any node: its workers spread over "
                        "nodes and all-reduce over the network (PACK)")
+        cost = hang_cost(spec) if spec.command is None else None
+        if cost is not None:
+            kind = "GPU" if res.use_gpu else "worker"
+            out.append(
+                f"a hang       at most {cost['hang_device_min']:.3g} {kind}-minutes per trial "
+                f"({cost['hang_min']:.3g} min x {cost['devices']:g} {kind}s: a hung "
+                "collective is retried once, each until resources.collective_timeout; a "
+                f"group that cannot connect fails in {cost['connect_min']:.3g} min)")
         if spec.command is not None:
             out.append(f"command      {_example_command(spec)}")
         if self.storage is not None:

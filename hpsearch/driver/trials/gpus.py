@@ -48,35 +48,60 @@ def limit_threads(cpus: float) -> None:
 
 def cuda_device_index(gpu_ids: Sequence[Any], visible: str | None) -> int | None:
     """Which ``cuda:N`` is the first GPU Ray assigned to this process: its position in
-    ``CUDA_VISIBLE_DEVICES``. ``None`` when Ray assigned none (or it is not visible).
+    ``CUDA_VISIBLE_DEVICES``, or its own id when that variable is unset (every GPU of the
+    node visible, as under ``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES=1``). ``None``
+    when Ray assigned none.
 
     Not the local rank: Ray Train shows every worker on a node all of that node's trial
     GPUs (``"0,1"`` for both workers), and workers that share a GPU (``gpus_per_worker:
     0.5``) are both given the same one (``"0"``: local rank 1 would ask for a ``cuda:1``
     that does not exist).
 
+    Raises:
+        ValueError: Ray assigned a GPU this process cannot see (one line naming the
+            variables): training on another GPU instead would put two trials on one.
+
     Example:
         >>> cuda_device_index([3], "2,3"), cuda_device_index(["0"], "0"), cuda_device_index([], "0")
         (1, 0, None)
+        >>> cuda_device_index([3], None)  # CUDA_VISIBLE_DEVICES unset: every GPU visible
+        3
     """
     ids = [str(i) for i in gpu_ids]
-    listed = [d.strip() for d in (visible or "").split(",") if d.strip()]
-    if not ids or ids[0] not in listed:
+    if not ids:
         return None
-    return listed.index(ids[0])
+    if visible is None or not visible.strip():
+        if ids[0].isdigit():
+            return int(ids[0])
+        listed: list[str] = []
+    else:
+        listed = [d.strip() for d in visible.split(",") if d.strip()]
+        if ids[0] in listed:
+            return listed.index(ids[0])
+    raise ValueError(
+        f"Ray assigned GPU {ids[0]} to this worker, but CUDA_VISIBLE_DEVICES is "
+        f"{visible!r}, which does not list it: the process cannot train on the GPU it "
+        f"holds. Something changed CUDA_VISIBLE_DEVICES after Ray set it (a trainable, an "
+        f"env var in the job's runtime_env), or RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES "
+        f"is set while CUDA_VISIBLE_DEVICES is not the node's full list")
 
 
-def gpu_assignment() -> tuple[dict[str, str], int | None]:
+def gpu_assignment() -> tuple[dict[str, str], int | str | None]:
     """The GPUs Ray assigned to this process, as report keys (:data:`GPU_KEYS`; none
-    without GPUs), and the ``cuda:N`` index of the first one."""
+    without GPUs), and the ``cuda:N`` index of the first one: ``None`` when Ray assigned
+    none, or the one-line reason (a ``str``) when it is not visible, which the harness
+    raises if the trial trains on a GPU (:func:`hpsearch.train.devices.training_device`)."""
     import ray
 
     ids = [str(i) for i in ray.get_gpu_ids()]
     if not ids:
         return {}, None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    keys = {"gpu_ids": ",".join(ids), "cuda_visible_devices": visible}
-    return keys, cuda_device_index(ids, visible)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    keys = {"gpu_ids": ",".join(ids), "cuda_visible_devices": visible or ""}
+    try:
+        return keys, cuda_device_index(ids, visible)
+    except ValueError as exc:
+        return keys, str(exc)
 
 
 def with_every_workers_gpus(metrics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

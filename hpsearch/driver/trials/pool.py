@@ -8,7 +8,7 @@ actors, the worker actors, torch, gloo and the data, about 15-20 s before its fi
 * a :class:`GroupHost` actor (no resources) runs the trainer's ``fit()`` in a thread and is
   the group's mailbox: the trial it should train now, the reports it made, whether it
   was stopped;
-* the workers run :func:`warm_worker_loop`: rank 0 asks the host for the next trial and
+* the workers run :func:`~hpsearch.driver.trials.warm_worker.warm_worker_loop`: rank 0 asks the host for the next trial and
   tells the other ranks over the process group; every rank trains it with the harness,
   then waits for the next one;
 * the Tune trial is thin (:class:`hpsearch.driver.trials.warm.WarmRunner`, no resources): it
@@ -22,7 +22,16 @@ that dies makes the controller restart the group (``FailureConfig(max_failures=-
 and the new workers pick up the trial they were training, which resumes from its newest
 checkpoint (kept by rank 0 in the sweep's :class:`~hpsearch.driver.trials.checkpoints.CheckpointStore`,
 as in-process trials keep theirs). Failures are counted per trial: a trial whose workers
-failed more than ``trials.max_failures`` times fails, and the group goes on warm.
+failed more than ``trials.max_failures`` times fails, and the group goes on warm. Two
+kinds of failure are bounded tighter, because each costs the group's GPUs for a timeout:
+
+* a group whose first collective fails (:func:`~hpsearch.train.devices.first_collective`,
+  ``resources.first_collective_timeout``, run by every worker as the group starts, before
+  any other collective) is restarted once; a second failed start fails its trial with
+  the guard's one line and ends the group (the pool makes a new one for the next trial);
+* a trial whose workers fell silent for ``resources.collective_timeout`` before they
+  failed (a hung collective, which NCCL ends by aborting the process) is retried once;
+  a second such failure fails it.
 
 Nothing of one trial survives into the next: the harness builds the model, optimizer,
 data and generators from the trial's config and seed each time; GPU memory the last
@@ -37,25 +46,23 @@ from __future__ import annotations
 import os
 import threading
 import time
-import traceback
 from typing import Any
 
-from hpsearch.driver.trials.gpus import (
-    release_cached_gpu_memory,
-    require_cuda_if_asked,
-    reset_gpu_memory_stats,
-)
-from hpsearch.driver.trials.runners import trainable_of
-from hpsearch.driver.trials.sessions import TrialStopped, WarmSession
 
-__all__ = ["LEASE_S", "GroupHost", "WarmPool", "pool_name", "warm_worker_loop"]
+__all__ = ["LEASE_S", "GroupHost", "WarmPool", "pool_name"]
 
 #: Seconds without word from a trial's Tune side after which its workers leave it (the
 #: Tune trial died without saying so).
 LEASE_S = 60.0
 #: Seconds rank 0 waits for a trial before it tells the other ranks "still idle" (the
-#: process group's collectives time out after 30 minutes).
+#: process group's collectives time out after ``resources.collective_timeout``, 10 min by
+#: default).
 IDLE_POLL_S = 5.0
+#: Failed starts (first collectives) after which a group is given up: one retry.
+START_FAILURES = 2
+#: Hung attempts of one trial (silent for the collective timeout, then failed) after which
+#: it fails: one retry.
+HANGS = 2
 
 
 class _Job:
@@ -68,7 +75,9 @@ class _Job:
         self.state = "pending"  # pending | running | done | failed | stopped
         self.error: str | None = None
         self.pickups = 0
+        self.hangs = 0  # attempts that fell silent for the collective timeout, then failed
         self.seen = time.monotonic()  # last word from the Tune side
+        self.heard = time.monotonic()  # last word from its workers (a pickup, a report)
 
 
 class GroupHost:
@@ -87,10 +96,11 @@ class GroupHost:
         self.ended = False
         self.error: str | None = None
         self.thread: threading.Thread | None = None
+        self.start_failures = 0
 
     # -- the group itself -------------------------------------------------------------
     def start(self, handle: Any) -> None:
-        """Start the trainer (its workers run :func:`warm_worker_loop` until shut down)."""
+        """Start the trainer (its workers run ``warm_worker_loop`` until shut down)."""
         trainer = self.runner.warm_trainer(handle, self.sweep, self.name)
 
         def fit() -> None:
@@ -198,12 +208,23 @@ class GroupHost:
                 if job is not None and job.seq > after and job.state in ("pending", "running"):
                     job.pickups += 1
                     limit = self.runner.spec.trials.max_failures + 1
+                    timeout_s = self.runner.spec.resources.collective_timeout_s
+                    if job.pickups > 1 and time.monotonic() - job.heard >= timeout_s:
+                        job.hangs += 1  # silent for a collective timeout, then failed
+                    if job.hangs >= HANGS:
+                        job.state = "failed"
+                        job.error = (f"the trial's workers hung {job.hangs} times: silent for "
+                                     f"resources.collective_timeout ({timeout_s:g} s) before "
+                                     "they failed; not retried again")
+                        self.cond.notify_all()
+                        continue
                     if job.pickups > limit:
                         job.state = "failed"
                         job.error = job.error or (f"the trial's workers failed {job.pickups - 1} "
                                                   f"times (trials.max_failures: {limit - 1})")
                         self.cond.notify_all()
                         continue
+                    job.heard = time.monotonic()
                     job.state = "running"
                     return {"job": {"seq": job.seq, "trial_id": job.trial_id,
                                     "config": job.config, "attempt": job.pickups}}
@@ -219,6 +240,7 @@ class GroupHost:
             if job is None or job.state != "running":
                 return True
             job.reports.append(metrics)
+            job.heard = time.monotonic()
             self.cond.notify_all()
             index = len(job.reports)
             while job.state == "running" and job.acked < index:
@@ -236,6 +258,27 @@ class GroupHost:
             if job is not None and job.state == "running":
                 job.state = "done"
             self.cond.notify_all()
+
+    def group_failed(self, error: str) -> None:
+        """A worker's first collective failed as the group started (Ray Train restarts
+        it): the second time, the trial waiting on the group fails with ``error`` and the
+        group is given up."""
+        with self.cond:
+            self.start_failures += 1
+            job = self.current
+            if job is not None and job.state in ("pending", "running"):
+                job.error = error
+                if self.start_failures >= START_FAILURES:
+                    job.state = "failed"
+            if self.start_failures >= START_FAILURES:
+                self.shutting_down = True
+                self.error = error
+            self.cond.notify_all()
+
+    def given_up(self) -> bool:
+        """Whether the group's workers should leave at once (shut down, or given up)."""
+        with self.cond:
+            return self.shutting_down
 
     def job_error(self, seq: int, error: str) -> None:
         """A worker raised while training trial ``seq`` (Ray Train restarts the group)."""
@@ -359,46 +402,6 @@ class WarmPool:
                 ray.kill(host)
             except Exception:  # noqa: BLE001
                 pass
-
-
-def warm_worker_loop(payload: dict[str, Any]) -> None:
-    """``train_loop_per_worker`` of a warm group: train trial after trial (module doc)."""
-    import ray
-    import ray.train
-
-    from hpsearch.train.devices import from_rank0
-    from hpsearch.train.loop import train
-
-    host = payload["host"]
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    after = -1
-    while True:
-        msg = from_rank0(ray.get(host.next_job.remote(after)) if rank == 0 else None, world)
-        if msg.get("shutdown"):
-            return
-        if msg.get("idle"):
-            continue
-        job = msg["job"]
-        reset_gpu_memory_stats()
-        session = WarmSession(host, job, payload["sweep"], payload["objective"],
-                              keep=payload["keep"])
-        try:
-            require_cuda_if_asked(job["config"])
-            train(job["config"], trainable_of(payload["trainable"]), session)
-        except TrialStopped:
-            pass
-        except BaseException:
-            # Ray Train restarts the group; the trial resumes, or fails past its limit.
-            try:
-                ray.get(host.job_error.remote(job["seq"], traceback.format_exc(limit=8)),
-                        timeout=10)
-            finally:
-                raise
-        if rank == 0:
-            ray.get(host.finish.remote(job["seq"]))
-        after = job["seq"]
-        release_cached_gpu_memory()
 
 
 def pool_name(sweep: Any) -> str:

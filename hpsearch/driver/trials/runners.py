@@ -41,7 +41,8 @@ from hpsearch.space.spec import Spec
 from hpsearch.store.layout import SweepDir
 from hpsearch.workloads.resolve import load_trainable
 
-__all__ = ["InProcessRunner", "Runner", "TrainRunner", "train_then_release", "trainable_of"]
+__all__ = ["HangLedger", "InProcessRunner", "Runner", "TrainRunner", "train_then_release",
+           "trainable_of"]
 
 # The Tune trial that drives a Ray Train run only waits on it, so it reserves no CPU (a
 # fraction would make two 1-CPU workers not fit on 2 CPUs). Tune refuses an empty
@@ -149,7 +150,8 @@ class InProcessRunner(Runner):
         limit_threads(self.spec.resources.cpus_per_worker)
         store = CheckpointStore(sweep, trial_id, keep=self.spec.checkpoints.keep)
         train_then_release(config, trainable_of(self.spec.trainable),
-                           TuneSession(self.spec.objective, store))
+                           TuneSession(self.spec.objective, store,
+                                       gpu_share=self.spec.resources.gpus_per_worker))
 
     def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
                   address: str | None = None,
@@ -225,9 +227,14 @@ class TrainRunner(Runner):
             torch_config=TorchConfig(backend=backend,
                                      timeout_s=max(1, round(res.collective_timeout_s))))
 
-    def _loop(self, config: Mapping[str, Any]) -> tuple[Callable, dict[str, Any]]:
+    def _loop(self, config: Mapping[str, Any], ledger: str | None = None
+              ) -> tuple[Callable, dict[str, Any]]:
         if self.harness:
-            return harness_worker_loop, {"config": dict(config), "trainable": self.spec.trainable}
+            return harness_worker_loop, {
+                "config": dict(config), "trainable": self.spec.trainable,
+                "first_collective_s": self.spec.resources.first_collective_timeout_s,
+                "hang_ledger": ledger, "collective_timeout_s":
+                    self.spec.resources.collective_timeout_s}
         return trainable_of(self.spec.trainable), dict(config)
 
     def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:
@@ -245,7 +252,10 @@ class TrainRunner(Runner):
                                          controller_failure_limit=1),
             checkpoint_config=CheckpointConfig(num_to_keep=self.spec.checkpoints.keep),
         )
-        self.trainer(*self._loop(config), run_config=run_config).fit()
+        ledger = os.path.join(os.fspath(sweep.train), run_config.name, HangLedger.FILE)
+        if os.path.exists(ledger):  # from a run before a resume: its silence was no hang
+            HangLedger(ledger, 0).reset()
+        self.trainer(*self._loop(config, ledger), run_config=run_config).fit()
 
     def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
                   address: str | None = None,
@@ -305,10 +315,77 @@ def _fit_relaying(trainer: Any, log: Any, on_report: Callable | None) -> list[di
     return reports
 
 
+class HangLedger:
+    """A cold trial's record of its attempts, in its Ray Train run's folder (shared
+    storage): when its workers last gave word (an attempt's start, a report) and how many
+    attempts hung. Ray Train retries a failed attempt up to ``trials.max_failures`` times;
+    an attempt that starts after its predecessor was silent for the collective timeout
+    follows a hang (NCCL ends a hung collective by aborting the process), and a trial
+    that hung twice is not retried again: each further attempt fails at once, in seconds,
+    not after another collective timeout on every GPU of the trial."""
+
+    FILE = "hpsearch-attempts.json"
+    HANGS = 2  # hung attempts after which the trial fails: one retry
+
+    def __init__(self, path: str, timeout_s: float):
+        self.path = path
+        self.timeout_s = timeout_s
+
+    def _read(self) -> dict[str, Any]:
+        import json
+
+        try:
+            with open(self.path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def _write(self, state: dict[str, Any]) -> None:
+        import json
+
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, self.path)
+
+    def reset(self) -> None:
+        """A new Tune attempt of the trial (a resume): nothing before it counts."""
+        self._write({})
+
+    def attempt_starts(self, now: float | None = None) -> None:
+        """Rank 0, as an attempt starts. Raises once the trial has hung twice."""
+        import time
+
+        now = time.time() if now is None else now
+        state = self._read()
+        hangs = int(state.get("hangs", 0))
+        if "heard" in state and now - float(state["heard"]) >= self.timeout_s:
+            hangs += 1
+        self._write({"hangs": hangs, "heard": now})
+        if hangs >= self.HANGS:
+            raise RuntimeError(
+                f"the trial's workers hung {hangs} times: silent for "
+                f"resources.collective_timeout ({self.timeout_s:g} s) before they failed; "
+                "not retried again")
+
+    def heard(self, now: float | None = None) -> None:
+        """Rank 0, at each report: the workers are alive."""
+        import time
+
+        state = self._read()
+        self._write({**state, "heard": time.time() if now is None else now})
+
+
 def harness_worker_loop(payload: dict[str, Any]) -> None:
     """``train_loop_per_worker`` for harness workloads under Ray Train."""
     from hpsearch.driver.trials.sessions import TrainSession
     from hpsearch.train.loop import train
 
+    session = TrainSession(first_collective_s=payload.get("first_collective_s"))
+    if payload.get("hang_ledger") and session.world_rank == 0:
+        ledger = HangLedger(payload["hang_ledger"], payload["collective_timeout_s"])
+        ledger.attempt_starts()
+        session.on_report = ledger.heard
     require_cuda_if_asked(payload["config"])
-    train(payload["config"], trainable_of(payload["trainable"]), TrainSession())
+    train(payload["config"], trainable_of(payload["trainable"]), session)

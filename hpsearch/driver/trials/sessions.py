@@ -33,11 +33,13 @@ class TuneSession:
     world_size = 1
     local_rank = 0
 
-    def __init__(self, objective: Objective, store: CheckpointStore):
+    def __init__(self, objective: Objective, store: CheckpointStore, *,
+                 gpu_share: float | None = None):
         self._objective = objective
         self._store = store
-        # The Tune actor itself holds the trial's GPUs.
+        # The Tune actor itself holds the trial's GPUs; below 1, the share caps its memory.
         self._gpus, self.device_index = gpu_assignment()
+        self.gpu_share = gpu_share
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         from ray import tune
@@ -54,7 +56,7 @@ class TuneSession:
 class TrainSession:
     """Harness session inside a Ray Train worker."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, first_collective_s: float | None = None) -> None:
         import ray.train
 
         ctx = ray.train.get_context()
@@ -62,12 +64,16 @@ class TrainSession:
         self.world_size = ctx.get_world_size()
         self.local_rank = ctx.get_local_rank()
         self._gpus, self.device_index = gpu_assignment()
+        self.first_collective_s = first_collective_s
+        self.on_report: Any = None  # called after each report (the trial's hang ledger)
 
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         import ray.train
 
         checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         ray.train.report({**metrics, **self._gpus}, checkpoint=checkpoint)
+        if self.on_report is not None:
+            self.on_report()
         if checkpoint_dir:  # Train has copied it into the run's storage
             from hpsearch.train.checkpoint import discard
 
@@ -103,13 +109,14 @@ class WarmSession:
     """Harness session of one trial on a warm worker group (see the module docstring)."""
 
     def __init__(self, host: Any, job: Mapping[str, Any], sweep: SweepDir,
-                 objective: Objective, *, keep: int):
+                 objective: Objective, *, keep: int, first_collective_s: float | None = None):
         import ray.train
 
         ctx = ray.train.get_context()
         self.world_rank = ctx.get_world_rank()
         self.world_size = ctx.get_world_size()
         self.local_rank = ctx.get_local_rank()
+        self.first_collective_s = first_collective_s
         gpus, self.device_index = gpu_assignment()
         self._gpus = every_workers_gpus(gpus, self.world_size)
         self._host = host

@@ -85,17 +85,20 @@ class WarmRunner(TrainRunner):
         """The long-lived ``TorchTrainer`` of one warm group."""
         from ray.train import FailureConfig, RunConfig
 
-        from hpsearch.driver.trials.pool import warm_worker_loop
+        from hpsearch.driver.trials.warm_worker import warm_worker_loop
 
         return self.trainer(
             warm_worker_loop,
             {"host": host, "trainable": self.spec.trainable, "sweep": sweep,
-             "objective": self.spec.objective, "keep": self.spec.checkpoints.keep},
+             "objective": self.spec.objective, "keep": self.spec.checkpoints.keep,
+             "use_gpu": self.simulated({"use_gpu": self.spec.resources.use_gpu})["use_gpu"],
+             "first_collective_s": self.spec.resources.first_collective_timeout_s},
             run_config=RunConfig(
                 name=f"{self.pool}-{name}", storage_path=os.fspath(sweep.train),
-                # Failures are counted per trial by the group's host (trials.max_failures);
-                # Ray Train restarts the group as often as it fails. A group that cannot
-                # start is retried once, then the trial waiting for it fails.
+                # Failures are counted per trial by the group's host (trials.max_failures,
+                # and one retry of a hung trial); Ray Train restarts the group as often as
+                # it fails, and the host ends it after a second failed first collective.
+                # A group whose controller fails is retried once, then the trial fails.
                 failure_config=FailureConfig(max_failures=-1, controller_failure_limit=1)))
 
     def run(self, config: dict[str, Any], *, trial_id: str, sweep: SweepDir) -> None:

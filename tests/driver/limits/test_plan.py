@@ -152,3 +152,34 @@ def test_the_runner_places_its_workers_as_planned(tmp_path):
         trainer = replace(runner, placement=strategy).trainer(lambda c: None, {},
                                                               run_config=config)
         assert trainer.scaling_config.placement_strategy == strategy
+
+
+@pytest.mark.parametrize("resources, trials, expected", [
+    # gpu-ddp.yaml's shape: 4 GPUs; a hang and one retry of 10 min each: 80 GPU-minutes
+    ({"workers": 4, "use_gpu": True}, {}, (4, 20.0, 2.0, 80.0)),
+    # a cold trial may start max_failures + 1 times if its group never connects
+    ({"workers": 4, "use_gpu": True, "warm_workers": False}, {"max_failures": 4},
+     (4, 20.0, 5.0, 80.0)),
+    # no retry at all: one timeout
+    ({"workers": 2, "use_gpu": True, "collective_timeout": "5m"}, {"max_failures": 0},
+     (2, 5.0, 2.0, 10.0)),
+    ({"workers": 2}, {}, (2, 20.0, 2.0, 40.0)),  # CPU workers
+])
+def test_the_plan_states_what_a_hung_trial_can_cost_at_most(resources, trials, expected):
+    from hpsearch.driver.limits.plan import hang_cost
+    from hpsearch.space import parse_space
+
+    raw = {"name": "x", "trainable": "digits",
+           "objective": {"metric": "val_loss", "mode": "min"}, "params": {"lr": 0.01},
+           "resources": resources, "trials": {"num": 4, **trials}}
+    spec = parse_space(raw)
+    cost = hang_cost(spec)
+    assert (cost["devices"], cost["hang_min"], cost["connect_min"],
+            cost["hang_device_min"]) == expected
+    lines = make_plan(spec, {"CPU": 64, "GPU": 16}).lines(spec)
+    hang = [line for line in lines if line.startswith("a hang")]
+    assert len(hang) == 1 and f"at most {expected[3]:g} " in hang[0]
+    one = parse_space({**raw, "resources": {"workers": 1, "use_gpu": True}})
+    assert hang_cost(one) is None  # one worker, no collectives
+    assert not [line for line in make_plan(one, {"CPU": 64, "GPU": 16}).lines(one)
+                if line.startswith("a hang")]

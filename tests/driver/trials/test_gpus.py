@@ -31,11 +31,43 @@ def space(**resources) -> dict:
     ([0], "0", 0),              # one-worker trials sharing GPU 0 (0.5 each): cuda:0
     ([2, 3], "0,1,2,3", 2),     # several GPUs per worker: the first one
     ([], "0,1", None),          # no GPU assigned
-    ([5], "0,1", None),         # CUDA_VISIBLE_DEVICES changed by someone else
-    ([0], None, None),
+    ([3], None, 3),             # CUDA_VISIBLE_DEVICES unset: every GPU visible, by its id
+    ([3], "", 3),
 ])
 def test_a_worker_trains_on_the_gpu_ray_assigned_it(gpu_ids, visible, expected):
     assert cuda_device_index(gpu_ids, visible) == expected
+
+
+@pytest.mark.parametrize("gpu_ids, visible", [
+    ([5], "0,1"),   # CUDA_VISIBLE_DEVICES changed by someone else
+    ([2], "0"),     # RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES=1 with a partial list
+    (["GPU-uuid"], None),
+])
+def test_a_gpu_ray_assigned_but_this_process_cannot_see_is_one_clear_error(gpu_ids, visible):
+    with pytest.raises(ValueError) as err:
+        cuda_device_index(gpu_ids, visible)
+    message = str(err.value)
+    assert "\n" not in message and f"GPU {gpu_ids[0]}" in message
+    assert "CUDA_VISIBLE_DEVICES" in message
+    assert "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES" in message
+
+
+def test_the_harness_refuses_a_gpu_it_cannot_see_instead_of_training_elsewhere(monkeypatch):
+    import torch
+
+    from hpsearch.train.devices import worker_device
+
+    # The runner's reason reaches the harness as the device index; on a GPU it is raised,
+    # never replaced by the local rank's cuda:N. (Without CUDA the trial trains on the CPU
+    # and require_cuda_if_asked has refused use_gpu already.)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    reason = "Ray assigned GPU 5 to this worker, but CUDA_VISIBLE_DEVICES is '0,1'"
+    with pytest.raises(RuntimeError, match="GPU 5"):
+        worker_device(True, reason, local_rank=0)
+    with pytest.raises(RuntimeError, match=r"cuda:3 .*torch sees 2 GPU.*CUDA_VISIBLE_DEVICES"):
+        worker_device(True, 3, local_rank=0)
+    assert worker_device(False, reason, local_rank=0) == torch.device("cpu")
 
 
 def test_rank_zeros_report_carries_every_workers_gpus_in_rank_order():
@@ -132,3 +164,25 @@ def test_a_stopped_trials_model_is_gone_when_its_memory_is_released(monkeypatch)
     with pytest.raises(SystemExit):
         runners.train_then_release({"lr": 3e-3, "epochs": 3}, Tracked(), Stopping())
     assert alive_at_release == [[False]]
+
+
+def test_a_cold_trial_that_hung_twice_is_not_retried_again(tmp_path):
+    """Attempts of one Ray Train run, as its rank 0 sees them: quick failures are retried
+    (Ray Train's max_failures), the first hang too, the second hang fails at once."""
+    from hpsearch.driver.trials.runners import HangLedger
+
+    ledger = HangLedger(str(tmp_path / "train-t1" / HangLedger.FILE), timeout_s=600)
+    ledger.attempt_starts(now=0)       # first attempt
+    ledger.heard(now=100)              # a report
+    ledger.attempt_starts(now=130)     # failed 30 s after it: not a hang
+    ledger.heard(now=200)
+    ledger.attempt_starts(now=200 + 600 + 20)  # silent for the collective timeout: hang 1
+    ledger.heard(now=900)
+    with pytest.raises(RuntimeError, match="hung 2 times: silent for "
+                                           r"resources.collective_timeout \(600 s\)"):
+        ledger.attempt_starts(now=900 + 601)   # hang 2: fails, without training again
+    with pytest.raises(RuntimeError, match="hung 2 times"):
+        ledger.attempt_starts(now=1600)  # every later attempt too, in seconds
+    ledger.reset()  # resumed a day later: the silence while the driver was down is no hang
+    ledger.attempt_starts(now=90_000)
+    ledger.attempt_starts(now=90_010)

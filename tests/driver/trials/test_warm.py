@@ -106,3 +106,71 @@ def test_a_trial_that_gets_no_worker_group_in_time_fails_in_one_line(ray_instanc
         assert "no warm worker group became free for trial t1 in 1 s" in str(failed.value)
     finally:
         ray_instance.kill(pool)
+
+
+def group_host(**resources):
+    from hpsearch.driver.trials.pool import GroupHost
+    from hpsearch.driver.trials.resolve import resolve_runner
+
+    runner = resolve_runner(parse_space(warm_space(
+        resources={"workers": 2, **resources}, trials={"num": 3, "max_concurrent": 1,
+                                                       "max_failures": 5})))
+    return GroupHost(runner, sweep=None, name="warm-0")
+
+
+def test_a_group_whose_first_collective_fails_twice_fails_its_trial_and_is_given_up():
+    host = group_host()
+    seq = host.assign("t1", {"lr": 0.01})
+    host.group_failed("the worker group could not start (rank 0): the first all-reduce ...")
+    assert not host.given_up()  # restarted once: the trial still waits for it
+    assert host.poll(seq, 0, wait_s=0)["state"] == "pending"
+    host.group_failed("the worker group could not start (rank 0): the first all-reduce ...")
+    out = host.poll(seq, 0, wait_s=0)
+    assert out["state"] == "failed" and out["error"].startswith(
+        "the worker group could not start (rank 0): the first all-reduce")
+    assert host.given_up() and not host.alive()  # its workers leave; the pool drops it
+    assert host.next_job(-1, wait_s=0) == {"shutdown": True}
+
+
+def test_a_trial_that_hangs_twice_is_not_retried_again_while_other_failures_are():
+    import time
+
+    host = group_host(collective_timeout="2s")
+    seq = host.assign("t1", {"lr": 0.01})
+    assert host.next_job(-1, wait_s=0)["job"]["attempt"] == 1
+    assert host.next_job(-1, wait_s=0)["job"]["attempt"] == 2  # a quick failure: retried
+    time.sleep(2.2)  # its workers silent for the collective timeout, then restarted
+    assert host.next_job(-1, wait_s=0)["job"]["attempt"] == 3  # the first hang: retried
+    time.sleep(2.2)
+    assert "job" not in host.next_job(-1, wait_s=0)  # the second hang: failed
+    out = host.poll(seq, 0, wait_s=0)
+    assert out["state"] == "failed" and "hung 2 times" in out["error"]
+    assert "resources.collective_timeout" in out["error"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_peer_that_never_joins_fails_the_trial_within_the_guard_warm_and_cold(
+        tmp_path, ray_instance):
+    """Rank 1 stalls before the group's first collective. Cold (a Ray Train run per
+    trial: the first all-reduce in the loop) and warm (the group's first collective as it
+    starts, restarted once): the trial fails with the guard's line, long before rank 1
+    would have joined (90 s) and the collective timeout (10 min)."""
+    import hpsearch
+    from hpsearch.driver.sweep.run import run_sweep
+
+    assert ray_instance.is_initialized()
+    for warm in (True, False):
+        raw = warm_space(
+            name=f"stall-{'warm' if warm else 'cold'}",
+            trainable="tests.driver.trials.stalls_rank1:WORKLOAD",
+            scheduler={"type": "asha", "time_attr": "epoch", "max_t": 1, "grace_period": 1},
+            trials={"num": 1, "max_concurrent": 1, "max_failures": 0},
+            resources={"workers": 2, "warm_workers": warm, "first_collective_timeout": "3s"})
+        spec = parse_space(raw)
+        result = run_sweep(spec, storage=str(tmp_path / "runs"))
+        trials = hpsearch.read_trials(result.sweep_dir)
+        assert list(trials.status) == ["failed"], (warm, trials.to_dict("records"))
+        error = trials.error.iloc[0]
+        assert "the first all-reduce between the 2 workers did not complete within 3 s" \
+            in error, (warm, error)

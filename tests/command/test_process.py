@@ -109,8 +109,8 @@ def test_lines_arrive_as_printed_and_a_stop_takes_the_tree_down(script, tmp_path
                                log=str(log), grace_s=2), on_line)
         # Each step was read while the script waited for it to be: none came at the exit.
         assert [ln.split()[0] for ln in seen if ln.startswith("step=")] == [
-            "step=1", "step=2", "step=3"]
-        assert not [ln for ln in seen if ln.startswith("no ack")]
+            "step=1", "step=2", "step=3"], seen
+        assert not [ln for ln in seen if ln.startswith("no ack")], seen
         assert len(pids) == 1 and [p for p in pids if alive(p)] == []  # gone on return
         assert "step=3 val_loss=" in log.read_text()
     finally:
@@ -189,7 +189,8 @@ def test_killing_the_trial_process_outright_takes_the_command_down(tmp_path):
         assert len(set(pids)) == 3 and all(alive(p) for p in pids)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert wait_gone(pids) == []
+        left = wait_gone(pids)
+        assert left == [], [open(f"/proc/{p}/cmdline").read() for p in left if alive(p)]
     finally:
         proc.kill()
         kill_left(pids)

@@ -28,7 +28,7 @@ from hpsearch.driver.cluster.connect import free_port
 from hpsearch.driver.trials.command_launch import (
     judge,
     launch_for,
-    reader_for,
+    metrics_for,
     torchrun_env,
 )
 from hpsearch.driver.trials.runners import DRIVER_RESOURCES, Runner
@@ -95,15 +95,11 @@ class CommandRunner(Runner):
         env = torchrun_env(rank=0, local_rank=0, world=1, local_world=1, node_rank=0,
                            master=("127.0.0.1", free_port()))
         launch = launch_for(self.spec, config, trial_id=trial_id, trial_dir=trial_dir, env=env)
-        reader = reader_for(self.spec)
-
-        def on_line(line: str) -> None:
-            found = reader.feed(line)
-            if found is not None:
-                report(found)
-
-        finished = run_command(launch, on_line)
-        judge(self.spec, finished, reader, launch.argv[0])
+        metrics = metrics_for(self.spec, trial_dir, report)  # output, files, pushes
+        finished = run_command(launch, metrics.on_line, should_stop=metrics.poll)
+        if finished.code is not None:
+            metrics.finish()
+        judge(self.spec, finished, metrics, launch.argv[0])
 
     def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
                   address: str | None = None,

@@ -70,7 +70,13 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
 
     from hpsearch.command.process import run_command
     from hpsearch.driver.cluster.connect import free_port
-    from hpsearch.driver.trials.command_launch import judge, launch_for, reader_for, torchrun_env
+    from hpsearch.driver.trials.command_launch import (
+        judge,
+        launch_for,
+        metrics_for,
+        reader_for,
+        torchrun_env,
+    )
 
     runner, relay = payload["runner"], payload["relay"]
     ctx = ray.train.get_context()
@@ -82,20 +88,25 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
                        master=master)
     launch = launch_for(runner.spec, payload["config"], trial_id=payload["trial_id"],
                         trial_dir=payload["trial_dir"], env=env, rank=rank)
-    reader = reader_for(runner.spec)
+    # rank 0's output, files and pushes are the trial's reports
+    reader = metrics_for(runner.spec, payload["trial_dir"], relay.add.remote) \
+        if rank == 0 else reader_for(runner.spec)
 
     def on_line(line: str) -> None:
-        found = reader.feed(line) if rank == 0 else None
-        if found is not None:
-            relay.add.remote(found)
+        if rank == 0:
+            reader.on_line(line)
 
     def should_stop() -> bool:
+        if rank == 0:
+            reader.poll()
         try:
             return ray.get(relay.stopped.remote(), timeout=10)
         except Exception:  # noqa: BLE001 - the relay (so the Tune trial) is gone
             return True
 
     finished = run_command(launch, on_line, should_stop=should_stop)
+    if rank == 0 and finished.code is not None:
+        reader.finish()
     try:
         if rank == 0:
             judge(runner.spec, finished, reader, launch.argv[0])

@@ -5,8 +5,13 @@ read as it grows, while the command runs, by :class:`FileSource`:
 
 ===============  ===========================================================================
 jsonl            one JSON object per line (``metrics.jsonl``; what ``hpsearch.report`` writes)
-csv              a header and rows (Lightning's ``CSVLogger`` ``metrics.csv``; a rewrite
-                 with a wider header, as Lightning does when a new metric appears, is fine)
+csv              a header and rows; a rewrite with a wider header is fine
+lightning        Lightning's ``CSVLogger`` ``metrics.csv``: a csv whose ``epoch`` and
+                 ``step`` are 0-based indexes (the first validation is at epoch 0, step
+                 22 after 23 batches), made counts of epochs and steps done (+1), as
+                 ``max_t`` counts them. Lightning rewrites the file with a wider header
+                 when a new metric appears, and writes it every ``flush_logs_every_n_steps``
+                 (100) steps: set it lower for reports while the trial runs.
 trainer_state    the HF Trainer's ``trainer_state.json`` (its ``log_history``; the newest
                  ``checkpoint-*/trainer_state.json`` with a glob)
 tensorboard      a folder of TensorBoard event files: one row per step, its scalar tags
@@ -33,7 +38,7 @@ from hpsearch.command.metrics import OutputReader, numeric
 
 __all__ = ["FORMATS", "FileSource", "MetricsFile", "TrialMetrics", "format_of", "newest_match"]
 
-FORMATS = ("jsonl", "csv", "trainer_state", "tensorboard")
+FORMATS = ("jsonl", "csv", "lightning", "trainer_state", "tensorboard")
 _NUMBER = re.compile(r"(\d+)(?!.*\d)")
 
 
@@ -113,6 +118,15 @@ def _rows_csv(text: str) -> list[dict]:
     if len(lines) < 2:
         return []
     return [_numbers(row) for row in csv.DictReader(io.StringIO("\n".join(lines) + "\n"))]
+
+
+def _rows_lightning(text: str) -> list[dict]:
+    rows = _rows_csv(text)
+    for row in rows:
+        for key in ("epoch", "step"):
+            if isinstance(row.get(key), int):
+                row[key] += 1
+    return rows
 
 
 def _rows_trainer_state(text: str) -> list[dict] | None:
@@ -202,7 +216,7 @@ class FileSource:
                 text = f.read()
         except OSError:
             return None
-        rows = {"jsonl": _rows_jsonl, "csv": _rows_csv,
+        rows = {"jsonl": _rows_jsonl, "csv": _rows_csv, "lightning": _rows_lightning,
                 "trainer_state": _rows_trainer_state}[self._spec.format](text)
         if rows is not None:
             self._stamp = stamp

@@ -26,15 +26,15 @@ def test_a_lightning_csv_is_read_as_it_grows_and_through_its_rewrites(tmp_path):
     folder = tmp_path / "logs" / "version_0"
     folder.mkdir(parents=True)
     csv = folder / "metrics.csv"
-    metrics, got = collector(tmp_path, MetricsFile("logs/version_*/metrics.csv", "csv"))
+    metrics, got = collector(tmp_path, MetricsFile("logs/version_*/metrics.csv", "lightning"))
     csv.write_text("epoch,step,val_acc,val_loss\n0,22,0.73,1.95\n1,45,0.84,0.8")  # half a row
-    metrics.poll()
-    assert got == [{"epoch": 0, "step": 22, "val_acc": 0.73, "val_loss": 1.95}]
+    metrics.poll()  # Lightning's 0-based epoch and step: 1 epoch, 23 steps done
+    assert got == [{"epoch": 1, "step": 23, "val_acc": 0.73, "val_loss": 1.95}]
     # Lightning rewrites the file with a wider header when a new metric appears
     csv.write_text("epoch,step,train_loss,val_acc,val_loss\n0,22,,0.73,1.95\n"
                    "1,45,,0.84,0.83\n2,49,0.59,,\n2,68,,0.87,0.51\n")
     metrics.poll()
-    assert [(r["step"], r["val_loss"]) for r in got] == [(22, 1.95), (45, 0.83), (68, 0.51)]
+    assert [(r["step"], r["val_loss"]) for r in got] == [(23, 1.95), (46, 0.83), (69, 0.51)]
     assert got[-1]["train_loss"] == 0.59  # rode along from its own row
 
 

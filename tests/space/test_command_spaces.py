@@ -153,7 +153,7 @@ BAD = [
      "trainable.metrics_from", "conflict", "not both"),
     ("metrics_from of no known format", sub("  metrics: ", "  metrics_from: [logs/m.txt]\n"
                                             "  x: "),
-     "trainable.metrics_from[0].format", "missing", "jsonl, csv, trainer_state, tensorboard"),
+     "trainable.metrics_from[0].format", "missing", "jsonl, csv, lightning, trainer_state, tensorboard"),
     ("metrics_from with a misspelt format",
      sub("  metrics: ", "  metrics_from: {path: runs, format: tensorbord}\n  x: "),
      "trainable.metrics_from.format", "value", "did you mean `tensorboard`?"),

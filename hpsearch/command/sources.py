@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from hpsearch.command.metrics import OutputReader, numeric
+from hpsearch.errors import TrainableError
 
 __all__ = ["FORMATS", "FileSource", "MetricsFile", "TrialMetrics", "format_of", "newest_match"]
 
@@ -154,8 +155,8 @@ class _Events:
                 EventFileLoader,
             )
         except ImportError:
-            raise RuntimeError("metrics_from: reading TensorBoard events needs the "
-                               "`tensorboard` package (pip install tensorboard)") from None
+            raise TrainableError("trainable.metrics_from: reading TensorBoard events needs "
+                                 "the `tensorboard` package (pip install tensorboard)") from None
         for path in sorted(glob.glob(os.path.join(glob.escape(folder), "**",
                                                   "*tfevents*"), recursive=True)):
             loader = self._loaders.setdefault(path, EventFileLoader(path))
@@ -192,10 +193,9 @@ class FileSource:
 
     def __init__(self, root: str, spec: MetricsFile, reader: OutputReader):
         self._root, self._spec, self.reader = root, spec, reader
-        self._seen = 0  # rows already read (or already there at the start)
         self._stamp: tuple | None = None
         self._events = _Events() if spec.format == "tensorboard" else None
-        self._seen = len(self._rows() or [])
+        self._seen = len(self._rows() or [])  # rows already there: an earlier attempt's
 
     @property
     def where(self) -> str:

@@ -37,6 +37,8 @@ _EXPORTS = {
     "read_history": "hpsearch.store.tables",
     # bring your own model
     "Workload": "hpsearch.train.workload",
+    # inside a command trainable's script
+    "report": "hpsearch.command.push",
     # errors
     "HpsearchError": "hpsearch.errors",
     "SpaceError": "hpsearch.errors",

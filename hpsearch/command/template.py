@@ -11,11 +11,14 @@ import shlex
 import string
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["BUILTINS", "names_in", "render", "split_command"]
+__all__ = ["BUILTINS", "RESUME_FROM", "names_in", "render", "split_command"]
 
 #: Placeholders every trial has, besides its parameters (a parameter of the same name
 #: wins for ``seed``; the others cannot be parameter names).
 BUILTINS = ("trial_dir", "max_t", "trial_id", "seed")
+#: The newest match of ``resume.if_exists`` (``{trial_dir}/checkpoint-120``), for
+#: ``resume.args`` only.
+RESUME_FROM = "resume_from"
 
 _FORMATTER = string.Formatter()
 

@@ -118,3 +118,21 @@ def _comparison(data: SweepData, compare: str | None) -> tuple[SweepData | None,
         raise SweepNotFoundError(f"--compare: no sweep named {compare!r} in "
                                  f"{data.sweep.storage}")
     return load_sweep(other), None
+
+
+
+class _CallableModule(type(os)):
+    """``hpsearch.report(step=..., val_loss=...)`` is the push API of command trainables
+    (``hpsearch.command.push``). Once this package is imported, the attribute
+    ``hpsearch.report`` is this module, so calling it still reports, through the top-level
+    package's lazy export."""
+
+    def __call__(self, **metrics: float) -> None:
+        import hpsearch
+
+        hpsearch.__getattr__("report")(**metrics)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -13,7 +13,8 @@ import os
 import re
 from typing import Any, Iterable, Mapping
 
-from hpsearch.command.template import BUILTINS, names_in, split_command
+from hpsearch.command.sources import FORMATS, MetricsFile, format_of
+from hpsearch.command.template import BUILTINS, RESUME_FROM, names_in, split_command
 from hpsearch.space._schema import BAD, Report, got, ok, show, suggest
 from hpsearch.space._yaml import REJECTED, Index
 from hpsearch.space.duration import parse_duration
@@ -21,8 +22,9 @@ from hpsearch.space.spec import Command, Objective, Param, Scheduler
 
 __all__ = ["KEYS", "check_command", "read_command"]
 
-KEYS = ("command", "metrics", "resume", "cwd", "env", "stop_grace", "launcher")
-#: How the command is started: ``python`` as a plain process, ``torchrun`` with the
+KEYS = ("command", "metrics", "metrics_from", "resume", "cwd", "env", "stop_grace",
+        "launcher")
+#: How the command is started: ``plain`` as a plain process, ``torchrun`` with the
 #: variables torchrun sets. ``None``: ``torchrun`` at several workers, else plain.
 LAUNCHERS = ("plain", "torchrun")
 _PATH = ("trainable",)
@@ -39,12 +41,17 @@ def read_command(section: Mapping, report: Report, *, base_dir: str, resolve: bo
     report.reject_unknown_keys(section, _PATH, KEYS)
     argv = _read_words(section, "command", report, required=True)
     metrics = _read_metrics(section.get("metrics"), report)
+    files = _read_metrics_from(section.get("metrics_from"), report)
+    if metrics and files:
+        report.add(_PATH + ("metrics_from",), "conflict", "give either `metrics` (patterns "
+                   "for the output) or `metrics_from` (files), not both")
+        files = BAD
     resume = _read_resume(section.get("resume"), report)
     cwd = report.text(section, _PATH, "cwd", default=".")
     env = _read_env(section.get("env"), report)
     grace = _read_grace(section.get("stop_grace"), report)
     launcher = report.option(section, _PATH, "launcher", LAUNCHERS, default=None)
-    if not ok(argv, metrics, resume, cwd, env, grace, launcher):
+    if not ok(argv, metrics, files, resume, cwd, env, grace, launcher):
         return BAD
     if not argv:
         return report.add(_PATH + ("command",), "empty", "must name a program, e.g. "
@@ -56,7 +63,8 @@ def read_command(section: Mapping, report: Report, *, base_dir: str, resolve: bo
     if_exists, args = resume
     inside = os.path.relpath(where, os.getcwd())
     in_job = None if inside == ".." or inside.startswith("../") else inside
-    return Command(cwd_in_job=in_job, argv=tuple(argv), metrics=tuple(metrics), resume_if_exists=if_exists,
+    return Command(cwd_in_job=in_job, argv=tuple(argv), metrics=tuple(metrics),
+                   metrics_from=tuple(files), resume_if_exists=if_exists,
                    resume_args=tuple(args), cwd=where, env=tuple(env.items()), stop_grace_s=grace,
                    launcher=launcher)
 
@@ -83,6 +91,7 @@ def check_command(command: Command, report: Report, *, params: Iterable[Param],
     conditional = {p.name for p in params if p.when is not None}
     words = [(("command",), command.argv), (("resume", "args"), command.resume_args)]
     for key, argv in words:
+        here = known | {RESUME_FROM} if key == ("resume", "args") else known
         for i, word in enumerate(argv):
             path = _PATH + key  # the message quotes the word; a string has no indexes
             flag = argv[i - 1] if i else ""
@@ -94,7 +103,10 @@ def check_command(command: Command, report: Report, *, params: Iterable[Param],
                                "and a word with its placeholder is left out of the trials "
                                f"that do not sample it, which would leave `{flag}` behind: "
                                f"write `{flag}={word}`")
-                if name not in known:
+                if name == RESUME_FROM and name not in here:
+                    report.add(path, "command", f"`{{{name}}}` is the newest match of "
+                               "resume.if_exists: use it in resume.args")
+                elif name not in here:
                     close = suggest(name, sorted(known))
                     hint = f"; did you mean `{{{close}}}`?" if close else ""
                     report.add(path, "command", f"`{{{name}}}` names no parameter and no "
@@ -173,6 +185,42 @@ def _read_metrics(value: Any, report: Report) -> Any:
     return out
 
 
+def _read_metrics_from(value: Any, report: Report) -> Any:
+    """``metrics_from``: a path, or a list of paths or ``{path, format}`` mappings."""
+    path = _PATH + ("metrics_from",)
+    if value is None:
+        return []
+    if value is REJECTED:
+        return BAD
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for i, item in enumerate(items):
+        here = path + (Index(i),) if isinstance(value, (list, tuple)) else path
+        if isinstance(item, str):
+            item = {"path": item}
+        section = report.mapping(item, here, example="{path: logs/metrics.csv, format: csv}")
+        if section is BAD:
+            return BAD
+        report.reject_unknown_keys(section, here, ("path", "format"))
+        name = report.text(section, here, "path")
+        if name is BAD:
+            return BAD
+        if os.path.isabs(name) or ".." in name.split("/"):
+            return report.add(here + ("path",), "command", "must be a path under "
+                              f"{{trial_dir}}, relative to it {got(name)}")
+        fmt = section.get("format", format_of(name))
+        if fmt is None:
+            return report.add(here + ("format",), "missing", f"cannot tell the format of "
+                              f"`{name}` from its name: add `format:` ({', '.join(FORMATS)})")
+        if fmt not in FORMATS:
+            close = suggest(str(fmt), FORMATS)
+            hint = f"; did you mean `{close}`?" if close else ""
+            return report.add(here + ("format",), "value", f"must be one of "
+                              f"{', '.join(FORMATS)} {got(fmt)}{hint}")
+        out.append(MetricsFile(name, fmt))
+    return out
+
+
 def _read_resume(value: Any, report: Report) -> Any:
     path = _PATH + ("resume",)
     if value is None:
@@ -189,7 +237,8 @@ def _read_resume(value: Any, report: Report) -> Any:
         return BAD
     if os.path.isabs(if_exists) or ".." in if_exists.split("/"):
         return report.add(path + ("if_exists",), "command", "must be a file under "
-                          f"{{trial_dir}}, relative to it {got(if_exists)}")
+                          f"{{trial_dir}} (or a glob, e.g. `checkpoint-*`), relative to it "
+                          f"{got(if_exists)}")
     return if_exists, args
 
 

@@ -22,8 +22,7 @@ def summarize(spec: Spec) -> str:
     if spec.command is not None:
         rows.append(("command", str(spec.command)))
         rows.append(("  in", spec.command.cwd))
-        rows.append(("  reports", " | ".join(spec.command.metrics)
-                     or "lines of key=value pairs or JSON objects"))
+        rows += _report_rows(spec)
     else:
         builtin = " (built-in)" if spec.trainable in BUILTINS else ""
         rows.append(("trainable", spec.trainable + builtin))
@@ -48,6 +47,27 @@ def summarize(spec: Spec) -> str:
         lines.append(f"    {key:<{width}}  {text} (fixed)")
     lines += [f"  {key:<11} {value}" for key, value in _run_rows(spec)]
     return "\n".join(lines)
+
+
+def _report_rows(spec: Spec) -> list[tuple[str, str]]:
+    """Where a command trial's reports, and their time, come from."""
+    command = spec.command
+    if command.metrics_from:
+        where = ", ".join(f"{f.path} ({f.format})" for f in command.metrics_from)
+        rows = [("  reports", f"rows of {where}, under {{trial_dir}}, as they are written")]
+    elif command.metrics:
+        rows = [("  reports", " | ".join(command.metrics))]
+    else:
+        rows = [("  reports", "output lines of JSON objects, Python dicts (the HF Trainer's "
+                 "logs) or key=value pairs; and hpsearch.report() calls")]
+    key = spec.scheduler.budget_key and spec.scheduler.time_attr
+    if key and not command.metrics:
+        bar = (", else the HF Trainer's progress bar" if key == "step" and not
+               command.metrics_from else "")
+        rows.append((f"  {key}", f"the report's own `{key}`{bar}, else the last `{key}` "
+                     "seen, else a count of the reports (1, 2, ...): a script that never "
+                     f"gives `{key}` gets rungs at its reports, not its {spec.scheduler.unit}"))
+    return rows
 
 
 def _run_rows(spec: Spec) -> list[tuple[str, str]]:

@@ -318,8 +318,11 @@ class Command:
     Attributes:
         argv: The command's words as written, placeholders (``{lr}``, ``{trial_dir}``) kept.
         metrics: Regular expressions with named groups; empty: ``key=value`` or JSON lines.
-        resume_if_exists: A file under ``{trial_dir}``: when a restarted trial finds it,
-            ``resume_args`` are appended to the command.
+        metrics_from: Files under ``{trial_dir}`` read for reports as they grow
+            (:class:`~hpsearch.command.sources.MetricsFile`); then the output is not.
+        resume_if_exists: A file under ``{trial_dir}``, or a glob (``checkpoint-*``): when a
+            restarted trial finds it, ``resume_args`` are appended to the command, with
+            ``{resume_from}`` the newest match.
         cwd: Where the command runs, absolute (the space file's folder by default).
         cwd_in_job: ``cwd`` relative to the driver's working directory, when inside it: on a
             node where ``cwd`` does not exist (``hpsearch submit`` unpacks the working
@@ -334,6 +337,7 @@ class Command:
 
     argv: tuple[str, ...]
     metrics: tuple[str, ...] = ()
+    metrics_from: tuple[Any, ...] = ()
     resume_if_exists: str | None = None
     resume_args: tuple[str, ...] = ()
     cwd: str = "."

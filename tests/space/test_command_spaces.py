@@ -149,6 +149,18 @@ BAD = [
      "format", ""),
     ("conditional value after its flag", with_scale("--dtype={dtype} --scale {scale}"),
      "trainable.command", "command", "write `--scale={scale}`"),
+    ("resume_from outside resume.args", sub("--out_dir={trial_dir}", "--out={resume_from}"),
+     "trainable.command", "command", "use it in resume.args"),
+    ("metrics and metrics_from", sub("  resume:", "  metrics_from: m.csv\n  resume:"),
+     "trainable.metrics_from", "conflict", "not both"),
+    ("metrics_from of no known format", sub("  metrics: ", "  metrics_from: [logs/m.txt]\n"
+                                            "  x: "),
+     "trainable.metrics_from[0].format", "missing", "jsonl, csv, lightning, trainer_state, tensorboard"),
+    ("metrics_from with a misspelt format",
+     sub("  metrics: ", "  metrics_from: {path: runs, format: tensorbord}\n  x: "),
+     "trainable.metrics_from.format", "value", "did you mean `tensorboard`?"),
+    ("metrics_from outside the trial dir", sub("  metrics: ", "  metrics_from: /m.csv\n  x: "),
+     "trainable.metrics_from.path", "command", "under {trial_dir}"),
 ]
 
 
@@ -203,3 +215,22 @@ def test_validate_and_the_plan_show_the_command(space):
     assert result.exit_code == 0, result.output
     line = next(ln for ln in result.output.splitlines() if ln.strip().startswith("command"))
     assert "--max_iters=200 --out_dir=<trial_dir>" in line and "--dtype=float32" in line
+
+
+def test_metrics_from_and_a_resume_glob_fill_resume_from(space, tmp_path):
+    text = sub("  metrics: ", "  metrics_from: [out/trainer_state.json, "
+               "{path: runs, format: tensorboard}]\n  x: ").replace("  x: '", "  # '")
+    text = text.replace("{if_exists: ckpt.pt, args: --init_from=resume}",
+                        "{if_exists: 'out/checkpoint-*', args: '--resume_from_checkpoint="
+                        "{resume_from}'}")
+    spec = load_space(space(text))
+    assert [(f.path, f.format) for f in spec.command.metrics_from] == [
+        ("out/trainer_state.json", "trainer_state"), ("runs", "tensorboard")]
+    config = spec.trial_config({"lr": 0.001, "warmup_iters": 10, "dtype": "float32"})
+    trial_dir = tmp_path / "t"
+    assert not any("--resume_from" in w for w in command_argv(spec, config, trial_id="t",
+                                                              trial_dir=str(trial_dir)))
+    for step in (40, 120, 80):
+        (trial_dir / "out" / f"checkpoint-{step}").mkdir(parents=True)
+    argv = command_argv(spec, config, trial_id="t", trial_dir=str(trial_dir))
+    assert argv[-1] == f"--resume_from_checkpoint={trial_dir}/out/checkpoint-120"

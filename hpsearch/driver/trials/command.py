@@ -31,7 +31,7 @@ from hpsearch.driver.trials.command_launch import (
     QuietLimit,
     judge,
     launch_for,
-    reader_for,
+    metrics_for,
     torchrun_env,
 )
 from hpsearch.driver.trials.runners import DRIVER_RESOURCES, Runner
@@ -101,17 +101,22 @@ class CommandRunner(Runner):
             env = torchrun_env(rank=0, local_rank=0, world=1, local_world=1, node_rank=0,
                                master=("127.0.0.1", free_port()))
         launch = launch_for(self.spec, config, trial_id=trial_id, trial_dir=trial_dir, env=env)
-        reader = reader_for(self.spec)
         quiet = QuietLimit(self.spec.trials.hung_after_s)
 
-        def on_line(line: str) -> None:
-            found = reader.feed(line)
-            if found is not None:
-                quiet.reported()
-                report(found)
+        def counted(found: dict[str, Any]) -> None:
+            quiet.reported()
+            report(found)
 
-        finished = run_command(launch, on_line, should_stop=quiet.exceeded)
-        judge(self.spec, finished, reader, launch.argv[0], quiet)
+        metrics = metrics_for(self.spec, trial_dir, counted)  # output, files, pushes
+
+        def should_stop() -> bool:
+            metrics.poll()
+            return quiet.exceeded()
+
+        finished = run_command(launch, metrics.on_line, should_stop=should_stop)
+        if finished.code is not None:
+            metrics.finish()
+        judge(self.spec, finished, metrics, launch.argv[0], quiet)
 
     def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
                   address: str | None = None,

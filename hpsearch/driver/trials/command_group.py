@@ -74,6 +74,7 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
         QuietLimit,
         judge,
         launch_for,
+        metrics_for,
         reader_for,
         torchrun_env,
     )
@@ -88,17 +89,24 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
                        master=master)
     launch = launch_for(runner.spec, payload["config"], trial_id=payload["trial_id"],
                         trial_dir=payload["trial_dir"], env=env, rank=rank)
-    reader = reader_for(runner.spec)
-    # Rank 0 reads the reports, so rank 0 decides the trial hung; the others follow its end.
+    # Rank 0's output, files and pushes are the trial's reports, so rank 0 decides the
+    # trial hung; the others follow its end.
     quiet = QuietLimit(runner.spec.trials.hung_after_s if rank == 0 else None)
 
+    def counted(found: dict[str, Any]) -> None:
+        quiet.reported()
+        relay.add.remote(found)
+
+    reader = metrics_for(runner.spec, payload["trial_dir"], counted) \
+        if rank == 0 else reader_for(runner.spec)
+
     def on_line(line: str) -> None:
-        found = reader.feed(line) if rank == 0 else None
-        if found is not None:
-            quiet.reported()
-            relay.add.remote(found)
+        if rank == 0:
+            reader.on_line(line)
 
     def should_stop() -> bool:
+        if rank == 0:
+            reader.poll()
         if quiet.exceeded():
             return True
         try:
@@ -107,6 +115,8 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
             return True
 
     finished = run_command(launch, on_line, should_stop=should_stop)
+    if rank == 0 and finished.code is not None:
+        reader.finish()
     try:
         if rank == 0:
             judge(runner.spec, finished, reader, launch.argv[0], quiet)

@@ -8,22 +8,26 @@ import os
 import sys
 import time
 import zlib
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from hpsearch.command.metrics import OutputReader
 from hpsearch.command.process import Finished, Launch
+from hpsearch.command.sources import TrialMetrics, newest_match
 from hpsearch.command.template import render
 from hpsearch.errors import TrialFailedError
+from hpsearch.command.push import REPORT_FILE_ENV
 from hpsearch.space.spec import Command, Spec
 
-__all__ = ["QuietLimit", "command_argv", "command_cwd", "judge", "launch_for", "reader_for",
-           "torchrun_env"]
+__all__ = ["QuietLimit", "command_argv", "command_cwd", "judge", "launch_for", "metrics_for",
+           "push_file", "reader_for", "torchrun_env"]
 
 
 def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
                  trial_dir: str) -> list[str]:
     """The words trial ``trial_id`` runs: placeholders filled in, and ``resume.args``
-    appended when ``{trial_dir}/<resume.if_exists>`` exists. A bare ``python`` (or
+    appended when ``{trial_dir}/<resume.if_exists>`` exists (a glob: its newest match,
+    which ``{resume_from}`` names; see :func:`~hpsearch.command.sources.newest_match`).
+    A bare ``python`` (or
     ``python3``) is the Python this process runs, as W&B's ``${interpreter}`` is: the
     environment that has hpsearch and torch, on every node."""
     command: Command = spec.command  # type: ignore[assignment]
@@ -33,9 +37,11 @@ def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
     argv = render(command.argv, values, optional=spec.conditional)
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable  # the Python hpsearch (or the Ray worker) runs in
-    if command.resume_if_exists and os.path.exists(
-            os.path.join(trial_dir, command.resume_if_exists)):
-        argv += render(command.resume_args, values, optional=spec.conditional)
+    found = newest_match(trial_dir, command.resume_if_exists) \
+        if command.resume_if_exists else None
+    if found is not None:
+        argv += render(command.resume_args, {**values, "resume_from": found},
+                       optional=spec.conditional)
     return argv
 
 
@@ -60,7 +66,8 @@ def launch_for(spec: Spec, config: Mapping[str, Any], *, trial_id: str, trial_di
     os.makedirs(trial_dir, exist_ok=True)
     threads = str(max(1, int(spec.resources.cpus_per_worker)))
     full_env = {"OMP_NUM_THREADS": threads, **dict(command.env), **env,
-                "HPSEARCH_TRIAL_ID": trial_id, "HPSEARCH_TRIAL_DIR": trial_dir}
+                "HPSEARCH_TRIAL_ID": trial_id, "HPSEARCH_TRIAL_DIR": trial_dir,
+                REPORT_FILE_ENV: push_file(trial_dir)}
     log = os.path.join(trial_dir, "output.log" if rank == 0 else f"output-rank{rank}.log")
     argv = command_argv(spec, config, trial_id=trial_id, trial_dir=trial_dir)
     unset = () if "RANK" in env else TORCHRUN_VARS
@@ -99,8 +106,25 @@ class QuietLimit:
         return self.hung
 
 
-def judge(spec: Spec, finished: Finished, reader: OutputReader, argv0: str,
-          quiet: QuietLimit | None = None) -> None:
+def push_file(trial_dir: str) -> str:
+    """Where ``hpsearch.report`` writes in this trial (hpsearch's part of its folder)."""
+    return os.path.join(trial_dir, ".hpsearch", "reports.jsonl")
+
+
+def metrics_for(spec: Spec, trial_dir: str,
+                report: Callable[[dict[str, Any]], None]) -> TrialMetrics:
+    """Everything trial ``trial_dir`` reads reports from, calling ``report`` with each:
+    give its ``on_line`` and ``poll`` to ``run_command``, call ``finish`` at the end."""
+    command: Command = spec.command  # type: ignore[assignment]
+    time_key = spec.scheduler.time_attr if spec.scheduler.budget_key else None
+    os.makedirs(os.path.dirname(push_file(trial_dir)), exist_ok=True)
+    return TrialMetrics(patterns=command.metrics, objective=spec.objective.metric,
+                        time_key=time_key, trial_dir=trial_dir, files=command.metrics_from,
+                        push_file=push_file(trial_dir), report=report)
+
+
+def judge(spec: Spec, finished: Finished, reader: OutputReader | TrialMetrics,
+          argv0: str, quiet: QuietLimit | None = None) -> None:
     """Raise the one-line error (:class:`TrialFailedError`) of a command that failed, hung
     or never reported."""
     if quiet is not None and quiet.hung:
@@ -117,8 +141,10 @@ def judge(spec: Spec, finished: Finished, reader: OutputReader, argv0: str,
     if reader.reports == 0:
         metric = spec.objective.metric
         seen = ", ".join(sorted(reader.seen)) or "none"
+        where = "its output.log" + (" and trainable.metrics_from"
+                                    if spec.command and spec.command.metrics_from else "")
         raise TrialFailedError(
-            f"`{argv0}` never reported {metric}: read 0 reports from its output.log (metrics "
+            f"`{argv0}` never reported {metric}: read 0 reports from {where} (metrics "
             f"it printed: {seen}); its last lines: {finished.tail_text()}; print "
             f"`{metric}=<value>` lines, or set trainable.metrics (a pattern with "
             f"`(?P<{metric}>...)`) or trainable.metrics_from (a file the script writes)")

@@ -1,0 +1,83 @@
+"""The framework recipes swept for real with ASHA at one worker, unmodified and with no
+metrics patterns: examples/hf_trainer (reports from the Trainer's printed evaluations,
+steps from its progress bar) and examples/lightning (reports from CSVLogger's
+metrics.csv). ASHA stops a trial at a rung while it runs, and each trial's history holds
+its evaluations at the framework's own steps."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hpsearch
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def sweep(example: str, tmp_path: Path, *overrides: str) -> Path:
+    shutil.copytree(EXAMPLES / example, tmp_path / example)
+    space = tmp_path / example / "space.yaml"
+    args = [a for o in overrides for a in ("--set", o)]
+    result = subprocess.run([sys.executable, "-m", "hpsearch", "run", str(space), *args,
+                             "--storage", str(tmp_path / "runs")], cwd=tmp_path, text=True,
+                            capture_output=True, timeout=900,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return next((tmp_path / "runs").iterdir())
+
+
+def printed_evaluations(log: str) -> list[float]:
+    """The eval_loss of each dict the Trainer printed, in order."""
+    out = []
+    for line in log.replace("\r", "\n").splitlines():
+        text = line.replace("\x1b[A", "").strip()
+        if text.startswith("{'eval_loss'"):
+            out.append(float(ast.literal_eval(text)["eval_loss"]))
+    return out
+
+
+def test_hf_trainer_recipe_swept_with_asha(tmp_path, session_ray):
+    pytest.importorskip("transformers")
+    root = sweep("hf_trainer", tmp_path, "trials.num=4", "trials.max_concurrent=1",
+                 "search.seed=1", "search.n_startup_trials=4")
+    trials = hpsearch.read_trials(root)
+    history = hpsearch.read_history(root)
+    assert "stopped_by_asha" in set(trials.status), trials[["trial_id", "status"]]
+    for row in trials.itertuples():
+        mine = history[history.trial_id == row.trial_id].sort_values("step")
+        steps = list(mine.step)
+        # one report per evaluation (every 10 steps), at the Trainer's own step
+        assert steps == list(range(10, 10 * len(steps) + 1, 10)), steps
+        log = (root / "trials" / row.trial_id / "output.log").read_text(errors="replace")
+        assert list(mine.eval_loss) == pytest.approx(printed_evaluations(log)[:len(steps)])
+        if row.status == "stopped_by_asha":  # stopped at a rung, while it ran
+            assert steps[-1] in (10, 30) and not (root / "trials" / row.trial_id /
+                                                  "checkpoint-90").exists()
+        else:
+            assert steps[-1] == 90
+
+
+def test_lightning_recipe_swept_with_asha(tmp_path, session_ray):
+    pytest.importorskip("lightning")
+    root = sweep("lightning", tmp_path, "trials.num=4", "trials.max_concurrent=1",
+                 "search.seed=1", "search.n_startup_trials=4")
+    trials = hpsearch.read_trials(root)
+    history = hpsearch.read_history(root)
+    assert "stopped_by_asha" in set(trials.status), trials[["trial_id", "status"]]
+    for row in trials.itertuples():
+        mine = history[history.trial_id == row.trial_id].sort_values("epoch")
+        epochs = list(mine.epoch)
+        assert epochs == list(range(1, len(epochs) + 1)), epochs
+        assert list(mine.step) == [23 * e for e in epochs]  # 23 batches an epoch
+        if row.status == "stopped_by_asha":
+            assert epochs[-1] in (1, 3)
+        else:
+            assert epochs[-1] == 9

@@ -1,9 +1,13 @@
 """A Ray cluster of several nodes on this one machine, as `ray up` would start one: a head
 (`ray start --head`) and worker nodes (`ray start --address`), each with its own declared
-resources. Every node is a `ray start --block` process this test owns and stops (never
+resources. Every node is a `ray start --block` process this test owns and kills (never
 `ray stop`, which would stop anyone's Ray on the machine). Every process of the cluster,
 down to a Ray Job's driver, carries the cluster's own ``HPSEARCH_TEST_CLUSTER`` variable,
-which is how :meth:`Cluster.kill` finds them all."""
+which is how :meth:`Cluster.kill` finds them all.
+
+Starting a cluster costs 10-30 s on 2 cores and stopping one with a dashboard gracefully
+another ~30 s, so tests that can share one do (a module-scoped fixture), and a cluster is
+killed, not stopped, when its test is done: no test's data lives in it."""
 
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ class Cluster:
             time.sleep(0.2)
         for node in self.nodes:
             node.wait()
-        assert not self.processes(), "a process of the cluster outlived the power cut"
+        assert not self.processes(), "a process of the cluster outlived the kill"
 
     def processes(self) -> list[int]:
         """The live processes that carry this cluster's mark."""
@@ -66,21 +70,6 @@ class Cluster:
             except OSError:  # gone, or not ours to read
                 continue
         return found
-
-    def stop(self) -> None:
-        for node in reversed(self.nodes):
-            if node.poll() is None:
-                node.terminate()  # `ray start --block` stops what it started
-        for node in reversed(self.nodes):
-            try:
-                node.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                pass
-            # ... but not always its agents (seen: a dashboard and a runtime-env agent
-            # outliving a node that had served a Ray Job): the rest of its group goes too.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(node.pid, signal.SIGKILL)
-            node.wait()
 
 
 def _ray_start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
@@ -104,9 +93,11 @@ def _wait_for_nodes(address: str, env: dict[str, str], count: int, timeout: floa
 
 @contextlib.contextmanager
 def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
-                port: int | None = None, token: bool = False) -> Iterator[Cluster]:
+                port: int | None = None, token: bool = False,
+                node_env: dict[int, dict[str, str]] | None = None) -> Iterator[Cluster]:
     """``nodes[0]`` are the head's extra `ray start` arguments (``--num-cpus=2``...), the
-    others the worker nodes'. HOME is ``home``, so no token of the user's is read or
+    others the worker nodes'; ``node_env[i]`` is added to node ``i``'s environment only
+    (its tasks inherit it). HOME is ``home``, so no token of the user's is read or
     written. Token auth is off (a test cluster on loopback), or on with ``token``: a token
     generated into ``home/.ray/auth_token`` and ``RAY_AUTH_MODE=token`` in ``env``."""
     port = port or free_port()
@@ -117,6 +108,9 @@ def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
         env["RAY_AUTH_MODE"] = "token"
         subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "get-auth-token",
                         "--generate"], env=env, check=True, capture_output=True, timeout=60)
+        # Readable by its owner only, as docs/cluster.md has it (`hpsearch doctor` warns
+        # about a token others can read).
+        (home / ".ray" / "auth_token").chmod(0o600)
     address = f"127.0.0.1:{port}"
     cluster = Cluster(address, env)
     # Each worker node gets a temp dir of its own, as a machine of its own would have: two
@@ -129,15 +123,20 @@ def ray_cluster(home: Path, nodes: list[list[str]], *, dashboard: bool = False,
         cluster.dashboard_port = free_port()
         head_args.append(f"--dashboard-port={cluster.dashboard_port}")
     try:
-        cluster.nodes.append(_ray_start(head_args + nodes[0], env))
+        node_env = node_env or {}
+        cluster.nodes.append(_ray_start(head_args + nodes[0], {**env, **node_env.get(0, {})}))
         _wait_for_nodes(address, env, 1)
-        for extra, temp in zip(nodes[1:], node_dirs):
+        for i, (extra, temp) in enumerate(zip(nodes[1:], node_dirs), start=1):
+            # A second node on the same machine needs agent and metrics ports of its own.
+            ports = [f"--dashboard-agent-listen-port={free_port()}",
+                     f"--dashboard-agent-grpc-port={free_port()}",
+                     f"--metrics-export-port={free_port()}",
+                     f"--runtime-env-agent-port={free_port()}"]
             cluster.nodes.append(_ray_start([f"--address={address}", f"--temp-dir={temp}",
-                                             *extra], env))
+                                             *ports, *extra], {**env, **node_env.get(i, {})}))
         _wait_for_nodes(address, env, len(nodes))
         yield cluster
     finally:
-        cluster.stop()
-        time.sleep(1)
+        cluster.kill()
         for temp in node_dirs:
             shutil.rmtree(temp, ignore_errors=True)

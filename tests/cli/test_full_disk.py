@@ -1,7 +1,7 @@
 """A sweep on a disk that fills up, as a user's night would go (a real 8 MB tmpfs).
 
 * Full at the start: ``hpsearch run`` says so in one line and writes nothing.
-* Full mid-sweep (another process fills it while trials checkpoint): exit 1, one line
+* Full mid-sweep (the test fills it once the sweep holds 3 checkpoints): exit 1, one line
   with the directory, the free space, what the sweep needs and the resume command; no
   trial is ``failed``; Ray's own complaints stay in the sweep's ``ray.log``; the tables
   and ``hpsearch ls`` read the sweep.
@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -60,17 +59,35 @@ def checkpoints(sweep: Path) -> int:
     return sum(name.startswith("checkpoint_") for _, dirs, _ in os.walk(root) for name in dirs)
 
 
-def fill_when(disk: Path, sweep: Path, n: int) -> threading.Thread:
-    """Another process's big file: the disk fills once the sweep holds ``n`` checkpoints."""
-    def run():
-        deadline = time.monotonic() + 240
-        while checkpoints(sweep) < n and time.monotonic() < deadline:
-            time.sleep(0.02)
-        fill(disk)
+def run_until_checkpoints(cwd: Path, disk: Path, sweep: Path, n: int) -> subprocess.Popen:
+    """``hpsearch run`` of the space, returned once the sweep holds ``n`` checkpoints (its
+    output goes to ``cwd/run.out`` and ``cwd/run.err``). The disk is filled then, by the
+    caller: at an event, not from a thread racing the sweep."""
+    with open(cwd / "run.out", "w") as out, open(cwd / "run.err", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpsearch", "run", "space.yaml", "--storage", str(disk)],
+            cwd=cwd, text=True, stdout=out, stderr=err,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 300  # only a hang takes this long
+    while checkpoints(sweep) < n:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"the sweep ended or hung before it held {n} checkpoints "
+                        f"(exit {proc.returncode}):\n{(cwd / 'run.out').read_text()}"
+                        f"{(cwd / 'run.err').read_text()}")
+        time.sleep(0.05)
+    return proc
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+
+def finished(proc: subprocess.Popen, cwd: Path) -> subprocess.CompletedProcess:
+    try:
+        proc.wait(timeout=300)
+    finally:
+        proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                       (cwd / "run.out").read_text(),
+                                       (cwd / "run.err").read_text())
 
 
 def error_line(result: subprocess.CompletedProcess) -> str:
@@ -95,9 +112,9 @@ def test_a_disk_that_fills_pauses_the_sweep_and_resume_finishes_the_plan(tmp_pat
         free(disk)
 
         # Full mid-sweep.
-        filler = fill_when(disk, sweep, n=3)
-        result = hpsearch_cmd("run", "space.yaml", "--storage", str(disk), cwd=tmp_path)
-        filler.join(timeout=60)
+        run = run_until_checkpoints(tmp_path, disk, sweep, n=3)
+        fill(disk)
+        result = finished(run, tmp_path)
         line = error_line(result)
         assert result.returncode == 1, result.stdout
         assert line.startswith(f"error: the disk holding {sweep} is full (")
@@ -126,5 +143,7 @@ def test_a_disk_that_fills_pauses_the_sweep_and_resume_finishes_the_plan(tmp_pat
         trials = hpsearch.read_trials(sweep)
         assert list(trials.status) == ["completed"] * 4, trials[["trial_id", "status"]]
         history = hpsearch.read_history(sweep)
-        for trial_id, epochs in history.groupby("trial_id").epoch:
-            assert sorted(epochs) == list(range(1, EPOCHS + 1)), (trial_id, list(epochs))
+        epochs = history.groupby("trial_id").epoch.apply(sorted)
+        assert sorted(epochs.index) == sorted(trials.trial_id), epochs  # all 4, none more
+        for trial_id, trained in epochs.items():
+            assert trained == list(range(1, EPOCHS + 1)), (trial_id, trained)

@@ -1,6 +1,6 @@
 """docs/nightly.md's local nightly line, run as written (with a tiny space and a deadline
 seconds away). Its cluster line, through `hpsearch submit` to a Ray Job, starts the sweep
-whose cluster loses power in tests/cli/test_power_cut.py."""
+whose cluster loses power in tests/cli/test_two_node_cluster.py."""
 
 from __future__ import annotations
 

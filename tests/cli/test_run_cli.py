@@ -94,7 +94,7 @@ def test_quickstart_sweep_from_the_command_line(tmp_path, no_ray_running):
 
 SLOW_SPACE = """\
     name: slow
-    trainable: digits
+    trainable: gated:WORKLOAD
     objective: {metric: val_loss, mode: min}
     params:
       lr: {type: float, low: 1.0e-3, high: 3.0e-2, log: true}
@@ -105,15 +105,58 @@ SLOW_SPACE = """\
     resources: {workers: 1}
 """
 
+#: digits, whose trials after the first train slowly (50 ms a batch, about a minute a
+#: trial) until the test opens the gate: the first trial completes in seconds and the
+#: next ones are still running when Ctrl-C comes, however fast or loaded the machine.
+#: (Plain digits trials take 1-5 s; a sweep of them could end between two looks at the
+#: tables, and the test then waited for a moment that had passed.)
+GATED = """\
+import os
+import time
+from pathlib import Path
+
+from hpsearch.train import Workload, cross_entropy
+from hpsearch.workloads import digits
+
+GATE = Path({gate!r})
+_slow = False
+
+
+def build_data(config):
+    global _slow
+    n = 0  # this trial's start among all trials' (the gate's folder counts them)
+    while True:
+        try:
+            os.close(os.open(GATE.parent / f"start-{{n}}", os.O_CREAT | os.O_EXCL))
+            break
+        except FileExistsError:
+            n += 1
+    _slow = n > 0
+    return digits.build_data(config)
+
+
+def loss(model, batch):
+    if _slow and not GATE.exists():
+        time.sleep(0.05)
+    return cross_entropy(model, batch)
+
+
+WORKLOAD = Workload(build_model=digits.build_model, build_data=build_data, loss=loss)
+"""
+
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, session_ray):
+def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, session_ray,
+                                                                       monkeypatch):
     """Ctrl-C once: the trials stop, the tables are written, the notify command still runs
     (and one that hangs is stopped after HPSEARCH_NOTIFY_TIMEOUT_S), exit 130; then
     `hpsearch resume` finishes the sweep."""
     space = tmp_path / "slow.yaml"
     space.write_text(textwrap.dedent(SLOW_SPACE))
+    (tmp_path / "gate").mkdir()
+    gate = tmp_path / "gate" / "open"
+    (tmp_path / "gated.py").write_text(GATED.format(gate=str(gate)))
     sweep = tmp_path / "runs" / "slow"
     notify = f'env | grep ^HPSEARCH_ | sort > {tmp_path / "notified"}; sleep 600'
     # The driver's output goes to files, not pipes: a pipe nobody reads until the end can
@@ -126,17 +169,18 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
             env={**os.environ, "PYTHONUNBUFFERED": "1", "HPSEARCH_NOTIFY_TIMEOUT_S": "5"},
         )
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 300  # only a hang takes this long
         done_before = None
         while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(1)
+            time.sleep(0.5)
             if (sweep / "trials.parquet").exists():
                 df = hpsearch.read_trials(sweep)
                 if (df.status == "completed").sum() >= 1 and (df.status == "running").any():
                     done_before = df[df.status == "completed"].set_index("trial_id")
                     break
         assert done_before is not None, (
-            "no trial completed in time\n" + out_file.read_text() + err_file.read_text())
+            f"no trial completed while another ran (driver exit {proc.poll()})\n"
+            + out_file.read_text() + err_file.read_text())
         proc.send_signal(signal.SIGINT)
         pressed = time.monotonic()
         proc.wait(timeout=180)
@@ -150,10 +194,10 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
     assert notified["HPSEARCH_STATUS"] == "interrupted" and notified["HPSEARCH_SWEEP"] == "slow"
     assert "ran past 5 s and was stopped" in err
     interrupted = hpsearch.read_trials(sweep)
-    # Ctrl-C came before the sweep finished, and left trials to resume (all six may have
-    # started by then: a reused trial actor starts the next trial in milliseconds).
+    # Ctrl-C came before the sweep finished, and left trials to resume.
     assert (interrupted.status != "completed").any(), interrupted.status.tolist()
 
+    gate.touch()  # the resumed trials train at full speed
     resumed = hpsearch_cmd("resume", "slow", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     trials = hpsearch.read_trials(sweep).set_index("trial_id")
@@ -166,7 +210,11 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
     assert not history.duplicated(["trial_id", "step"]).any()
     for _, steps in history.groupby("trial_id").step:
         assert steps.is_monotonic_increasing
-    study = assert_study_matches_tables(sweep, "slow")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the space's trainable, gated.py
+    try:
+        study = assert_study_matches_tables(sweep, "slow")
+    finally:
+        sys.modules.pop("gated", None)
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(complete) == 6
 

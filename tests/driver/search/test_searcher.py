@@ -240,7 +240,7 @@ def test_a_resumed_sweep_continues_its_unfinished_trials_first_as_the_same_optun
 def test_the_search_is_held_back_only_while_the_share_keeps_it_below_its_slots(sweep):
     """While held back, ``SweepSearch.is_finished`` tells Tune the search is finished for
     now, so that Tune keeps no idle trial actor for reuse on a slot another sweep waits
-    for (tests/cli/test_shared_cluster.py runs it on a real cluster)."""
+    for (tests/cli/test_two_node_cluster.py runs it on a real cluster)."""
     class Ledger:
         def __init__(self, share):
             self.share = share

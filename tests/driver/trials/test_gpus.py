@@ -1,6 +1,6 @@
 """Which GPU a worker trains on, what its reports say about it, and what
 ``HPSEARCH_SIMULATE_GPU=1`` changes, without Ray running (the simulated cluster itself is
-in ``test_gpu_simulated.py``)."""
+in ``tests/cli/test_gpu_cluster.py``)."""
 
 from __future__ import annotations
 

@@ -17,11 +17,12 @@ never fails for it. On the CPU there is no sampler and the figure is ``None``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
 import warnings
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import torch
 
@@ -163,21 +164,11 @@ class UtilSampler:
         self.stop()
 
 
-class _NoSampler:
-    """The CPU's: nothing to read, nothing to stop."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def utilization_sampler(device: torch.device) -> UtilSampler | _NoSampler:
+def utilization_sampler(device: torch.device) -> ContextManager[UtilSampler | None]:
     """A context manager that samples ``device``'s utilisation while it is open (and gives
     the :class:`UtilSampler`), or gives ``None`` on the CPU."""
     if device.type != "cuda":
-        return _NoSampler()
+        return contextlib.nullcontext()
     return UtilSampler(nvml_reader(device))
 
 

@@ -117,6 +117,12 @@ CHECKS = (
                           "Tune actor) reports its own peak memory",
      "FAIL: the small run's peak is above 1.1x its first run's or not below the large "
      "one's, or a run reports no peak or does not complete"),
+    ("GPU utilisation", "a 10M fp32 run of 2 x 400 steps reports gpu_util_pct: NVML read "
+                        "once a second in a thread (torch.cuda.utilization), averaged over "
+                        "each report's training window",
+     "FAIL: a report's gpu_util_pct is null although pynvml imports, or outside 0-100, or "
+     "no report's is above 0 (the wrong GPU read). NOT COVERED: nvidia-ml-py is not "
+     "installed"),
     ("NCCL one rank", "a one-rank NCCL process group forms on this GPU; all-reduce and "
                       "broadcast give the right values; the NCCL version",
      "FAIL: the group does not form, a collective raises, or a value is wrong"),
@@ -322,6 +328,38 @@ def peak_reset_row() -> Row:
                              f"{again['peak_mem_mb']:.0f} MB")
     return row("peak memory reset", "10M after 85M", "fp32", verdict,
                peak=_mb(again["peak_mem_mb"]))
+
+
+def util_verdict(values: list, missing: str | None) -> Verdict:
+    """The GPU utilisation row's verdict from its reports' ``gpu_util_pct`` (see CHECKS);
+    ``missing``: why pynvml does not import, or ``None``."""
+    if missing is not None:
+        return uncovered(f"nvidia-ml-py is not installed ({missing}): pip install nvidia-ml-py")
+    if not values:
+        return failed("the run made no report")
+    if any(v is None for v in values):
+        return failed(f"gpu_util_pct null in reports {values} although pynvml imports")
+    if any(not 0 <= v <= 100 for v in values):
+        return failed(f"gpu_util_pct outside 0-100: {values}")
+    return judged(max(values) > 0, "reports " + ", ".join(f"{v:.0f}%" for v in values))
+
+
+def util_row() -> Row:
+    from hpsearch.train import LocalSession, train
+    from hpsearch.workloads import charlm
+
+    try:
+        import pynvml  # noqa: F401 - what torch.cuda.utilization imports
+        missing = None
+    except ImportError as exc:
+        missing = f"{type(exc).__name__}: {exc}"[:80]
+    session = LocalSession()
+    case = {**CASES["10M"], "samples_per_epoch": 64 * 400}
+    result = train({**COMMON, **case, "precision": "fp32"}, charlm.WORKLOAD, session)
+    values = [r.get("gpu_util_pct") for r in session.reports]
+    verdict = util_verdict(values, missing) if result.status == "completed" else \
+        failed(f"{result.status}: {result.reason}")
+    return row("GPU utilisation", "charlm 10M", "fp32", verdict)
 
 
 def nccl_row() -> Row:
@@ -649,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows, seen = precision_rows(args.reps)
     rows.append(goal_row(seen))
-    rows += [scaler_row(), peak_reset_row(), nccl_row()]
+    rows += [scaler_row(), peak_reset_row(), util_row(), nccl_row()]
     ran = [precision for label, precision in MODES if ("10M", label) in seen]
     rows += resume_rows(ran or ["fp32"])
     rows += syncs_rows([p for p in ran if p in ("bf16", "fp16")] or ["fp32"])

@@ -51,7 +51,7 @@ def loss_at(params, epoch, shift):
     return 0.08 + 0.4 * q + 1.5 / (epoch + 0.5)
 
 
-def report(trial_id, params, epoch, value, elapsed, *, status="running"):
+def report(trial_id, params, epoch, value, elapsed, *, status="running", gpu_util=None):
     metrics = {
         "step": int(epoch * STEPS_PER_EPOCH), "epoch": epoch, "lr": params["lr"] * 0.9,
         "train_loss": value * 0.93 if math.isfinite(value) else math.nan,
@@ -60,14 +60,17 @@ def report(trial_id, params, epoch, value, elapsed, *, status="running"):
         "peak_mem_mb": {"fp32": 812.5, "bf16": 530.0, "fp16": 611.0}[params["precision"]],
         "precision": params["precision"], "skipped_steps": 0, "status": status,
     }
+    if gpu_util is not None:
+        metrics["gpu_util_pct"] = gpu_util(params, epoch)
     return {**metrics, "training_iteration": epoch, "time_total_s": elapsed,
             "trial_id": trial_id, "config": dict(params), "done": False}
 
 
 def make_sweep(storage: Path, name: str = "nightly-lm", *, seed: int = 0, n: int = 16,
                start: datetime = T0, space_name: str = "nightly-lm", shift: float = 0.0,
-               status: str = "finished", specials: bool = True) -> SweepDir:
-    """Write a synthetic ASHA sweep under ``storage/name`` and return it."""
+               status: str = "finished", specials: bool = True, gpu_util=None) -> SweepDir:
+    """Write a synthetic ASHA sweep under ``storage/name`` and return it; ``gpu_util(params,
+    epoch)``, if given, is the ``gpu_util_pct`` of each report at ``epoch``."""
     raw = {**SPACE, "name": space_name, "trials": {**SPACE["trials"], "num": n}}
     spec = parse_space(raw)
     sweep = SweepDir(Path(storage).resolve() / name)
@@ -106,14 +109,16 @@ def make_sweep(storage: Path, name: str = "nightly-lm", *, seed: int = 0, n: int
                 break
             elapsed += EPOCH_S[precision]
             if kind == "diverged" and epoch == 1:
-                r = report(tid, params, epoch, math.nan, elapsed, status="diverged")
+                r = report(tid, params, epoch, math.nan, elapsed, status="diverged",
+                           gpu_util=gpu_util)
                 r["reason"] = "training loss became non-finite (nan) by step 22"
                 records.result(tid, sanitize_report(r, spec.objective))
                 break
             value = loss_at(params, epoch, shift)
             done = epoch == 9
             records.result(tid, report(tid, params, epoch, value, elapsed,
-                                       status="completed" if done else "running"))
+                                       status="completed" if done else "running",
+                                       gpu_util=gpu_util))
             if kind == "running" and epoch == 3:
                 break
             if epoch in rung_values:

@@ -35,7 +35,7 @@ def test_gpu_check_lists_what_each_check_proves_and_what_fails_it_without_cuda()
     lines = out.stdout.splitlines()
     checks = [line.split("  ")[0] for line in lines[::2]]
     assert checks == ["precision", "goal", "fp16 GradScaler", "peak memory reset",
-                      "NCCL one rank", "checkpoint + resume", "host syncs", "report share",
+                      "GPU utilisation", "NCCL one rank", "checkpoint + resume", "host syncs", "report share",
                       "sweep 1 worker", "sweep GPU ids", "sweep peak reset", "sweep 2 workers",
                       "memory left", "NCCL between nodes"]
     fails = [line.strip() for line in lines[1::2]]
@@ -88,6 +88,17 @@ def test_a_precision_row_fails_on_what_it_promises_and_is_not_covered_without_th
     gap = g.run_verdict("tf32", [{**good, "status": "unsupported_precision",
                                   "reason": "tf32 needs compute capability >= 8.0"}])
     assert gap.status == g.NOT_COVERED and gap.expected
+
+
+def test_the_utilisation_row_fails_on_a_null_or_idle_figure_and_needs_pynvml():
+    g = gpu_check()
+    assert g.util_verdict([88.0, 93.5], None).status == g.PASS
+    assert g.util_verdict([88.0, None], None).status == g.FAIL      # pynvml there, no figure
+    assert g.util_verdict([0.0, 0.0], None).status == g.FAIL        # never busy: wrong GPU
+    assert g.util_verdict([88.0, 130.0], None).status == g.FAIL
+    assert g.util_verdict([], None).status == g.FAIL
+    gap = g.util_verdict([None, None], "ModuleNotFoundError: No module named 'pynvml'")
+    assert gap.status == g.NOT_COVERED and gap.expected and "pip install nvidia-ml-py" in gap.detail
 
 
 def test_the_summary_counts_each_verdict_once_and_carries_the_exit_status():

@@ -11,7 +11,8 @@ _context      the facts every section reads, computed once
 _front        the section on a sweep of several objectives: its Pareto front
 _results      sections on what the sweep found: progress, best trials, curves, lr
 _analysis     sections that explain it: precision, importance, the rung funnel
-_accounting   sections that account for it: ledger, failures, all trials, about
+_accounting   sections that account for it: ledger (GPUs left idle), failures, all trials,
+              about
 _format       cells as text: numbers, hours, times, configurations, error lines
 _build        facts -> document: the summary, the comparison, the sections in order
 ============  =========================================================================

@@ -1,14 +1,50 @@
-"""The report's sections that account for the sweep: the compute ledger, the failed
-trials, every trial, and what ran where."""
+"""The report's sections that account for the sweep: the compute ledger (and the GPUs
+trials left idle), the failed trials, every trial, and what ran where."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from hpsearch.report import _facts as facts
 from hpsearch.report._context import SectionContext
-from hpsearch.report._document import Code, Para, Section, Table
+from hpsearch.report._document import C, Code, Para, Section, Table
 from hpsearch.report._format import _clip, _fmt, _when, config_text, fmt_hours
+from hpsearch.report._load import SweepData
 
-__all__ = ["AccountingSections"]
+__all__ = ["AccountingSections", "BUSY_GPU_PCT", "gpu_use"]
+
+#: A trial whose GPUs were busy less of the time than this, in percent, is named.
+BUSY_GPU_PCT = 80.0
+
+
+def gpu_use(data: SweepData, *, below: float = BUSY_GPU_PCT) -> dict[str, Any]:
+    """How busy each trial kept its GPUs: the mean ``gpu_util_pct`` of its reports.
+
+    Returns ``{"measured": n, "unmeasured": n, "idle": rows}``: the trials with a value,
+    the trials that held GPU time (``gpu_s`` > 0) without one, and the rows of those
+    under ``below`` percent, least busy first: ``trial_id``, ``status``, ``util_pct``,
+    ``lowest_pct`` (its least busy report), ``gpu_s``.
+    """
+    import pandas as pd
+
+    history = data.evals
+    if "gpu_util_pct" in history.columns:
+        util = pd.to_numeric(history["gpu_util_pct"], errors="coerce").astype("float64")
+        by_trial = util.groupby(history["trial_id"].astype(str))
+        mean, lowest = by_trial.mean().dropna(), by_trial.min().dropna()
+    else:
+        mean = lowest = pd.Series(dtype="float64")
+    trials = data.trials
+    gpu_s = dict(zip(trials["trial_id"].astype(str),
+                     pd.to_numeric(trials["gpu_s"], errors="coerce").astype("float64")))
+    status = dict(zip(trials["trial_id"].astype(str), trials["status"].astype(str)))
+    idle = [{"trial_id": tid, "status": status.get(tid, "n/a"), "util_pct": float(pct),
+             "lowest_pct": float(lowest[tid]), "gpu_s": gpu_s.get(tid, math.nan)}
+            for tid, pct in mean.items() if pct < below]
+    unmeasured = sum(1 for tid, s in gpu_s.items() if s > 0 and tid not in mean.index)
+    return {"measured": len(mean), "unmeasured": unmeasured,
+            "idle": sorted(idle, key=lambda r: (r["util_pct"], r["trial_id"]))}
 
 
 class AccountingSections(SectionContext):
@@ -31,6 +67,7 @@ class AccountingSections(SectionContext):
         sec.blocks.append(Table(["status", "trials", "worker-hours", "GPU-hours",
                                  "worker-seconds", "GPU-seconds"], table,
                                 numeric={1, 2, 3, 4, 5}))
+        sec.blocks += self.idle_gpus()
         share = (f" ({100 * ledger.asha_worker_s / ledger.worker_s:.0f}% of all)"
                  if ledger.worker_s else "")
         sec.blocks.append(Para(
@@ -56,6 +93,41 @@ class AccountingSections(SectionContext):
             + (" Rates used: " + ", ".join(f"{n} from {h}" for h, n in hows.items()) + "."
                if hows else "")))
         return sec
+
+    def idle_gpus(self) -> list:
+        """Which trials kept their GPUs busy under :data:`BUSY_GPU_PCT` percent, and why
+        that matters; nothing for a sweep without GPU time."""
+        use = gpu_use(self.data)
+        if not use["measured"]:
+            return [Para(
+                f"{use['unmeasured']} trial(s) held GPUs but reported no utilisation (",
+                C("gpu_util_pct"), "): install nvidia-ml-py on the GPU nodes to measure it."
+            )] if use["unmeasured"] else []
+        idle = use["idle"]
+        unmeasured = (f" {use['unmeasured']} other trial(s) held GPUs without measuring it."
+                      if use["unmeasured"] else "")
+        if not idle:
+            return [Para(f"Every trial that measured its GPU utilisation ({use['measured']}) "
+                         f"kept its GPUs busy at least {BUSY_GPU_PCT:.0f}% of the time while "
+                         "training." + unmeasured)]
+        held = math.fsum(r["gpu_s"] for r in idle if math.isfinite(r["gpu_s"]))
+        out = [Para(
+            f"{len(idle)} of {use['measured']} trial(s) kept their GPUs busy less than "
+            f"{BUSY_GPU_PCT:.0f}% of the time while training (", C("gpu_util_pct"), ", the "
+            "mean of their reports), holding "
+            f"{fmt_hours(held)} GPU-hours. Below that, the GPUs wait on the input pipeline "
+            "(data loading, host-to-device copies) or on the host (Python, small kernels, "
+            "synchronisations), so part of the GPU-hours paid for them bought nothing; more "
+            "data-loading workers or larger batches often help, and their samples/s shows "
+            "whether it did." + unmeasured)]
+        out.append(Table(["trial", "status", "GPUs busy % (mean)", "least busy report %",
+                          "GPU-hours"],
+                         [[r["trial_id"], r["status"], f"{r['util_pct']:.1f}",
+                           f"{r['lowest_pct']:.1f}",
+                           fmt_hours(r["gpu_s"] if math.isfinite(r["gpu_s"]) else None)]
+                          for r in idle],
+                         numeric={2, 3, 4}))
+        return out
 
     def failed(self) -> Section:
         sec = Section("failed", "Failed trials")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from hpsearch.report import _facts as facts
-from hpsearch.report._accounting import AccountingSections
+from hpsearch.report._accounting import BUSY_GPU_PCT, AccountingSections, gpu_use
 from hpsearch.report._analysis import AnalysisSections
 from hpsearch.report._document import C, Document, Para, Section, Table
 from hpsearch.report._front import FrontSections
@@ -91,6 +91,10 @@ class _Builder(FrontSections, ResultSections, AnalysisSections, AccountingSectio
         if ledger.saved_worker_s is not None:
             compute += (f"; about {fmt_hours(ledger.saved_worker_s)} worker-hours saved by "
                         "stopping them (estimate: see Compute ledger)")
+        idle = gpu_use(self.data)["idle"]
+        if idle:
+            compute += (f"; {len(idle)} trial(s) kept their GPUs busy under "
+                        f"{BUSY_GPU_PCT:.0f}% of the time (see Compute ledger)")
         rows.append(("Compute", [compute]))
         if self.compare is not None:
             rows.append(("Since previous", [self.compare_headline()]))

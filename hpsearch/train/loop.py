@@ -11,7 +11,7 @@ each epoch. The config keys it reads are documented in ``docs/harness.md`` and c
 Each report (one ``session.report`` call, made by every rank with the same values) holds
 ``step``, ``epoch`` (an int at an epoch boundary), ``lr``, ``train_loss``, ``val_loss`` and
 the workload's ``val_<name>`` metrics, ``grad_norm``, ``samples_per_s``, ``peak_mem_mb``,
-``precision``, ``fp32_matmul``, ``skipped_steps``, ``first_step_at`` and ``status``
+``gpu_util_pct``, ``precision``, ``fp32_matmul``, ``skipped_steps``, ``first_step_at`` and ``status``
 (``running``; on the last report ``completed``, ``diverged`` or ``unsupported_precision``, the latter two with a
 ``reason``): ``docs/harness.md``, Reports, says what each means.
 """
@@ -30,14 +30,14 @@ from torch.utils.data import DistributedSampler
 from hpsearch.train import checkpoint as ckpt
 from hpsearch.train.batches import batch_source, epochs_done, index_chunks
 from hpsearch.train.devices import (FIRST_COLLECTIVE_S, first_collective, gather, global_mean,
-                                    peak_mem_mb, process_group, seed_everything,
-                                    training_device)
+                                    peak_mem_mb, process_group, seed_everything, training_device)
 from hpsearch.train.evaluate import evaluate
 from hpsearch.train.keys import HarnessConfig
 from hpsearch.train.optim import adamw, skipped_steps, total_norm
 from hpsearch.train.precision import Precision, unsupported_reason
 from hpsearch.train.schedule import lr_at
 from hpsearch.train.session import Session
+from hpsearch.train.utilization import gpu_util_pct, utilization_sampler
 from hpsearch.train.workload import Workload
 
 __all__ = ["train", "TrainResult", "HarnessConfig"]  # HarnessConfig lives in keys.py
@@ -102,7 +102,8 @@ def train(config: Mapping[str, Any], workload: Workload, session: Session) -> Tr
         metrics = _report(run, progress, "completed", train_loss=math.nan, samples_per_s=0.0,
                           checkpoint=False)
         return TrainResult("completed", progress.step, metrics["epoch"], metrics)
-    return _loop(run, progress)
+    with utilization_sampler(device) as run.gpu_util:  # None on the CPU
+        return _loop(run, progress)
 
 
 # --- what a run is made of ------------------------------------------------------------------
@@ -132,6 +133,7 @@ class _Run:
     autocast: Any
     batches_of: Callable
     train_model: nn.Module = None  # the DDP wrapper when world > 1
+    gpu_util: Any = None  # the UtilSampler of this rank's GPU while the loop runs
 
     def __post_init__(self) -> None:
         self.train_model = self.model
@@ -332,8 +334,8 @@ def _at(run: _Run, progress: _Progress, point: str) -> TrainResult | None:
             "epoch": epochs_done(progress.epoch, progress.batch_in_epoch, run.steps_per_epoch),
             "lr": progress.lr, "train_loss": loss, "grad_norm": float(progress.grad_norm),
             "samples_per_s": window.steps * run.per_worker_batch * run.world
-            / max(now - window.started, 1e-9),
-            "peak_mem_mb": peak_mem_mb(run.device), "_at": now})
+            / max(now - window.started, 1e-9), "_at": now, "peak_mem_mb": peak_mem_mb(run.device),
+            "gpu_util_pct": gpu_util_pct(run.gpu_util, window.started, run.device)})
     if point != "report":
         window.reset()
         return None
@@ -343,7 +345,7 @@ def _at(run: _Run, progress: _Progress, point: str) -> TrainResult | None:
     metrics = _report(
         run, progress, "completed" if done else "running", train_loss=loss,
         samples_per_s=window.steps * run.per_worker_batch * run.world / max(elapsed, 1e-9),
-        checkpoint=every > 0 and (done or (progress.reports + 1) % every == 0))
+        checkpoint=every > 0 and (done or (progress.reports + 1) % every == 0), since=window.started)
     if done:
         return TrainResult("completed", progress.step, metrics["epoch"], metrics)
     window.reset()
@@ -354,9 +356,10 @@ def _at(run: _Run, progress: _Progress, point: str) -> TrainResult | None:
 
 
 def _report(run: _Run, progress: _Progress, status: str, *, train_loss: float,
-            samples_per_s: float, checkpoint: bool) -> dict[str, Any]:
+            samples_per_s: float, checkpoint: bool, since: float = 0.0) -> dict[str, Any]:
     """Evaluate, maybe checkpoint, and report through the session (every rank)."""
-    progress.reports += 1
+    progress.reports += 1  # the GPUs' use over the training window, before evaluating:
+    busy = gpu_util_pct(run.gpu_util, since, run.device, run.world, forget=True)
     metrics = {
         "step": progress.step,
         "epoch": epochs_done(progress.epoch, progress.batch_in_epoch, run.steps_per_epoch),
@@ -366,6 +369,7 @@ def _report(run: _Run, progress: _Progress, status: str, *, train_loss: float,
         "grad_norm": float(progress.grad_norm),
         "samples_per_s": samples_per_s,
         "peak_mem_mb": peak_mem_mb(run.device, run.world),  # every rank's most
+        "gpu_util_pct": busy,  # the ranks' mean
         "precision": run.cfg.precision,
         "fp32_matmul": "tf32" if Precision(run.cfg.precision, run.device.type).tf32 else "ieee",
         "skipped_steps": skipped_steps(progress.step, run.optimizer, run.scaler),
@@ -438,6 +442,7 @@ def _final_metrics(step: int, epoch: float, cfg: HarnessConfig, status: str, rea
         "grad_norm": math.nan,
         "samples_per_s": 0.0,
         "peak_mem_mb": None,
+        "gpu_util_pct": None,
         "precision": cfg.precision,
         "skipped_steps": 0,
         "status": status,

@@ -390,6 +390,9 @@ def test_two_worker_trials_run_two_at_once_each_worker_on_its_own_gpu(
     # GPU-seconds: the trial's wall time x the 2 GPUs it held.
     assert (trials.gpu_s - 2 * trials.wall_s).abs().max() < 1e-6
     assert (trials.gpu_s > 0).all()
+    # They trained on the CPU: no GPU to sample, so every row's utilisation is null (and
+    # the column is there, through Ray Train's reports and the tables).
+    assert history.gpu_util_pct.isna().all() and len(history) >= 4
 
 
 def test_one_worker_trial_holds_its_gpu_in_the_tune_actor(tmp_path, simulated_gpu_cluster):

@@ -1,5 +1,6 @@
 """The loop's own collectives over a real two-process gloo group: the first all-reduce
-fails fast, in one line, when a rank never joins; rank 0's choice reaches every rank."""
+fails fast, in one line, when a rank never joins; rank 0's choice reaches every rank; every
+rank gets the ranks' mean GPU utilisation."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from hpsearch.train.devices import first_collective, from_rank0
+from hpsearch.train.utilization import util_over_ranks
 
 
 def _worker(rank: int, port: int, case: str, out: "mp.Queue", gave_up: "mp.Event") -> None:
@@ -33,6 +35,11 @@ def _worker(rank: int, port: int, case: str, out: "mp.Queue", gave_up: "mp.Event
             gave_up.set()
         # Each rank "lists" the checkpoint folder differently; rank 0's answer wins.
         out.put((rank, "choice", from_rank0(f"checkpoint_{9 - rank}", 2)))
+        # gpu_util_pct's mean over ranks: 90 and 60; 30 and a rank without NVML; neither.
+        cpu = torch.device("cpu")
+        out.put((rank, "util", (util_over_ranks([90.0, 60.0][rank], cpu, 2),
+                                util_over_ranks([30.0, None][rank], cpu, 2),
+                                util_over_ranks(None, cpu, 2))))
     finally:
         if case != "absent":
             dist.destroy_process_group()
@@ -59,6 +66,8 @@ def test_the_first_all_reduce_passes_and_rank_0_chooses_the_checkpoint():
     found = run("both")
     assert [f[:2] for f in found if f[1] == "ok"] == [(0, "ok"), (1, "ok")]
     assert {f[2] for f in found if f[1] == "choice"} == {"checkpoint_9"}
+    assert [f for f in found if f[1] == "util"] == [(0, "util", (75.0, 30.0, None)),
+                                                     (1, "util", (75.0, 30.0, None))], found
 
 
 def test_a_rank_that_never_joins_fails_the_first_all_reduce_in_seconds():

@@ -14,7 +14,8 @@ from .conftest import comparable
 
 REPORT_KEYS = {
     "step", "epoch", "lr", "train_loss", "val_loss", "val_accuracy", "grad_norm", "samples_per_s",
-    "peak_mem_mb", "precision", "fp32_matmul", "skipped_steps", "status", "first_step_at",
+    "peak_mem_mb", "gpu_util_pct", "precision", "fp32_matmul", "skipped_steps", "status",
+    "first_step_at",
 }
 TINY_LM = {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16, "samples_per_epoch": 96,
            "val_samples": 32, "corpus_bytes": 50_000, "batch_size": 32}
@@ -37,6 +38,7 @@ def test_reports_carry_documented_keys_with_integer_epochs_at_epoch_ends():
     assert reports[-1]["val_accuracy"] > 0.8
     assert all(r["precision"] == "fp32" and r["skipped_steps"] == 0 for r in reports)
     assert all(r["peak_mem_mb"] is None and r["samples_per_s"] > 0 for r in reports)
+    assert all(r["gpu_util_pct"] is None for r in reports)  # no GPU, no NVML reading
     assert result.status == "completed" and result.metrics == reports[-1] and result.epoch == 3
 
 
@@ -281,7 +283,8 @@ def test_log_every_records_training_between_reports_without_changing_training():
     assert steps == [[5, 10, 15, 20], [25, 30, 35, 40]]  # 22 and 44 are the reports
     rows = [row for r in logged for row in r["train_log"]]
     assert all(set(row) == {"step", "epoch", "lr", "train_loss", "grad_norm", "samples_per_s",
-                            "peak_mem_mb", "age_s"} for row in rows)
+                            "peak_mem_mb", "gpu_util_pct", "age_s"} for row in rows)
+    assert all(row["gpu_util_pct"] is None for row in rows)
     assert all(math.isfinite(row["train_loss"]) and row["grad_norm"] > 0 for row in rows)
     assert [row["epoch"] for row in rows[:2]] == pytest.approx([5 / 22, 10 / 22])
     # The warmup is visible between the evaluations: lr rises over the first 20 steps.

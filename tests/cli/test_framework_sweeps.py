@@ -81,3 +81,31 @@ def test_lightning_recipe_swept_with_asha(tmp_path, session_ray):
             assert epochs[-1] in (1, 3)
         else:
             assert epochs[-1] == 9
+
+
+def test_hf_trainer_recipe_at_two_workers_is_ddp_on_gloo(tmp_path, session_ray):
+    """The same unmodified script at resources.workers: 2: each worker runs it with
+    torchrun's variables, the Trainer (through accelerate) trains as DDP on gloo, and
+    rank 0's evaluations are the reports, at the Trainer's steps."""
+    pytest.importorskip("transformers")
+    root = sweep("hf_trainer", tmp_path, "trials.num=2", "trials.max_concurrent=1",
+                 "search.seed=1", "search.n_startup_trials=2", "resources.workers=2",
+                 "scheduler.max_t=30")
+    trials = hpsearch.read_trials(root)
+    history = hpsearch.read_history(root)
+    assert len(trials) == 2 and "completed" in set(trials.status), trials
+    assert set(trials.status) <= {"completed", "stopped_by_asha"}, trials
+    for row in trials.itertuples():
+        folder = root / "trials" / row.trial_id
+        steps = sorted(history[history.trial_id == row.trial_id].step)
+        assert steps == ([10, 20, 30] if row.status == "completed" else [10])
+        # both ranks ran the script; rank 1 printed no evaluation of its own
+        assert (folder / "output-rank1.log").exists()
+        assert printed_evaluations((folder / "output-rank1.log").read_text()) == []
+        evaluations = printed_evaluations((folder / "output.log").read_text())
+        assert len(evaluations) >= len(steps)
+        assert list(history[history.trial_id == row.trial_id].sort_values("step").eval_loss) \
+            == pytest.approx(evaluations[:len(steps)])
+        if row.status == "completed":
+            state = (folder / "checkpoint-20" / "trainer_state.json").read_text()
+            assert '"global_step": 20' in state

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import os
 import shutil
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,52 @@ def test_hf_trainer_recipe_at_two_workers_is_ddp_on_gloo(tmp_path, session_ray):
         if row.status == "completed":
             state = (folder / "checkpoint-20" / "trainer_state.json").read_text()
             assert '"global_step": 20' in state
+
+
+def test_hf_trainer_trial_killed_with_its_driver_continues_from_its_checkpoint(
+        tmp_path, session_ray):
+    """The driver SIGKILLed mid-trial: nothing of the trial's command lives on, and
+    `hpsearch resume` continues the HF trial from its newest checkpoint-N
+    (resume.if_exists: checkpoint-*), each evaluation in the history once."""
+    pytest.importorskip("transformers")
+    shutil.copytree(EXAMPLES / "hf_trainer", tmp_path / "hf_trainer")
+    space = tmp_path / "hf_trainer" / "space.yaml"
+    sweep_dir = tmp_path / "runs" / "hf-trainer-example"
+    driver = subprocess.Popen([sys.executable, "-m", "hpsearch", "run", str(space),
+                               "--storage", str(tmp_path / "runs"), "--set", "trials.num=1",
+                               "--set", "scheduler.max_t=400"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not list(sweep_dir.glob("trials/*/checkpoint-40")):
+            assert driver.poll() is None and time.monotonic() < deadline, "no checkpoint-40"
+            time.sleep(0.2)
+    finally:
+        driver.kill()
+        driver.wait()
+    (trial,) = (sweep_dir / "trials").iterdir()
+    deadline = time.monotonic() + 60
+    while _alive(str(trial)):  # the command's processes name their trial folder
+        assert time.monotonic() < deadline, _alive(str(trial))
+        time.sleep(0.2)
+    at_kill = max(int(p.name.split("-")[1]) for p in trial.glob("checkpoint-*"))
+
+    result = subprocess.run([sys.executable, "-m", "hpsearch", "resume", "hf-trainer-example",
+                             "--storage", str(tmp_path / "runs")],
+                            cwd=tmp_path, text=True, capture_output=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trials = hpsearch.read_trials(sweep_dir)
+    history = hpsearch.read_history(sweep_dir)
+    assert list(trials.status) == ["completed"], trials
+    assert sorted(history.step) == list(range(10, 401, 10))  # each evaluation once
+    runs = [ln for ln in (trial / "output.log").read_text().splitlines()
+            if ln.startswith("# hpsearch")]
+    assert len(runs) == 2 and "--resume_from_checkpoint" not in runs[0]
+    resumed_from = int(runs[1].rsplit("checkpoint-", 1)[1])
+    assert resumed_from >= at_kill >= 40  # the newest checkpoint, not the first
+    assert not _alive(str(trial))
+
+
+def _alive(text: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", text], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "pgrep" not in ln]

@@ -33,25 +33,6 @@ def test_hf_trainer_script_reports_each_evaluation_at_its_step(tmp_path):
     assert {"output.log", "checkpoint-20", "checkpoint-30"} <= {p.name for p in trial.iterdir()}
 
 
-def test_a_restarted_hf_trial_continues_from_its_newest_checkpoint(tmp_path):
-    """A retry or a resumed sweep runs the trial again in its folder: the Trainer gets
-    ``--resume_from_checkpoint=<trial_dir>/checkpoint-20`` (the newest, not checkpoint-10)
-    and evaluates only the steps after it."""
-    pytest.importorskip("transformers")
-    overrides = ["scheduler.max_t=20", "trainable.command=" + (
-        "python train.py --output_dir={trial_dir} --learning_rate={learning_rate} "
-        "--warmup_steps={warmup_steps} --max_steps={max_t} --eval_steps=10 --save_steps=10 "
-        "--seed={seed}")]
-    first, trial = run_example("hf_trainer", overrides, tmp_path)
-    assert [r["step"] for r in first] == [10, 20]
-    overrides[0] = "scheduler.max_t=40"
-    again, _ = run_example("hf_trainer", overrides, tmp_path)
-    assert [r["step"] for r in again] == [30, 40]
-    headers = [ln for ln in (trial / "output.log").read_text(errors="replace").splitlines()
-               if ln.startswith("# hpsearch")]
-    assert headers[1].endswith(f"--resume_from_checkpoint={trial}/checkpoint-20")
-
-
 def test_lightning_script_reports_each_validation_from_its_csv(tmp_path):
     pytest.importorskip("lightning")
     reports, trial = run_example("lightning", ["scheduler.max_t=3"], tmp_path)

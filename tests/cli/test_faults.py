@@ -208,7 +208,7 @@ def snapshot(root: Path) -> dict[str, str]:
 
 WORKER_SPACE = """\
     name: workerkill
-    trainable: digits
+    trainable: held:WORKLOAD
     objective: {metric: val_loss, mode: min}
     params:
       lr: {type: float, low: 1.0e-3, high: 3.0e-2, log: true}
@@ -217,6 +217,34 @@ WORKER_SPACE = """\
     scheduler: {type: fifo, time_attr: epoch, max_t: 10}
     trials: {num: 1, max_failures: 2}
     resources: {workers: 2}
+"""
+
+
+#: digits, whose workers slow to 50 ms a batch after their first two epochs until the test
+#: opens the gate: the kill lands mid-training however fast or loaded the machine. (Plain
+#: digits trains its ten epochs in 2-3 s, and once all ten were reported before the test's
+#: kill arrived.) A restarted worker counts from zero and finds the gate open.
+HELD = """\
+import time
+from pathlib import Path
+
+from hpsearch.train import Workload, cross_entropy
+from hpsearch.workloads import digits
+
+GATE = Path({gate!r})
+HELD_AFTER = 2 * 359  # two epochs of a worker (359 steps an epoch at batch size 4)
+_batches = 0
+
+
+def loss(model, batch):
+    global _batches
+    _batches += 1
+    if _batches > HELD_AFTER and not GATE.exists():
+        time.sleep(0.05)
+    return cross_entropy(model, batch)
+
+
+WORKLOAD = Workload(build_model=digits.build_model, build_data=digits.build_data, loss=loss)
 """
 
 
@@ -235,6 +263,8 @@ def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, sessi
 
     space = tmp_path / "w.yaml"
     space.write_text(textwrap.dedent(WORKER_SPACE))
+    gate = tmp_path / "gate-open"
+    (tmp_path / "held.py").write_text(HELD.format(gate=str(gate)))
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpsearch", "run", str(space)], cwd=tmp_path,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -253,6 +283,7 @@ def test_killed_train_worker_restarts_from_the_latest_checkpoint(tmp_path, sessi
         assert len(workers) == 2, f"this trial's two Ray Train workers, found {workers}"
         os.kill(workers[-1], signal.SIGKILL)
         reported_before = len(progress_rows())
+        gate.touch()  # the restarted trial trains at full speed
         _, err = proc.communicate(timeout=600)
     finally:
         proc.kill()

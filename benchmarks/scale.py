@@ -147,10 +147,10 @@ def _side_hpsearch(trials: int, root: str, profile: str | None) -> dict:
     timed = {}
     real_fit = SweepRun.fit
 
-    def fit(self, manifest):
+    def fit(self):
         t, cpu = time.perf_counter(), tree_cpu_s()
         try:
-            return real_fit(self, manifest)
+            return real_fit(self)
         finally:
             timed["wall"] = time.perf_counter() - t
             timed["cpu"] = tree_cpu_s() - cpu  # before run_sweep stops Ray
@@ -362,11 +362,12 @@ def read_child(args) -> None:
 
 def read_main(args) -> None:
     from hpsearch.store.layout import SweepDir
-    from hpsearch.store.tables import tables_writer, write_tables
+    from hpsearch.store.tables import TablesWriter
     from hpsearch.store.tables.frames import _history_df
 
     with tempfile.TemporaryDirectory(prefix="hpsearch-scale-read-") as root:
         sweep = SweepDir.of(root)
+        writer = TablesWriter(sweep)  # one per sweep, as a sweep's record keeps it
         t = time.perf_counter()
         writes = [0.0, 0]
 
@@ -375,16 +376,15 @@ def read_main(args) -> None:
             # parts are a sweep's; trials.parquet once at the end (it does not grow with
             # reports, and "writes" measures it).
             w = time.perf_counter()
-            tables_writer(records, sweep).history.write(records, _history_df)
+            writer.history.write(records, _history_df)
             writes[0] += time.perf_counter() - w
             writes[1] += 1
 
         records = synthetic_records(args.n_trials, args.reports, on_end=on_end)
-        write_tables(records, sweep)
+        writer.write(records)
         made = time.perf_counter() - t
         parts = len(SweepDir.history_parts(sweep.history))
         size = sum(p.stat().st_size for p in sweep.history.iterdir()) / 2 ** 20
-        writer = tables_writer(records, sweep)
         print(f"made {args.n_trials} x {args.reports} = {len(records.history)} reports in "
               f"{made:.1f} s; {writes[1]} history writes took {writes[0]:.1f} s "
               f"({1e3 * writes[0] / writes[1]:.2f} ms each); history: {parts} parts, "
@@ -425,7 +425,7 @@ def _single_file_write(records, sweep) -> None:
 
 def writes_main(args) -> None:
     from hpsearch.store.layout import SweepDir
-    from hpsearch.store.tables import tables_writer, trials_frame, write_parquet_atomic
+    from hpsearch.store.tables import TablesWriter, trials_frame, write_parquet_atomic
     from hpsearch.store.tables.frames import _history_df
 
     sizes = sorted(set(args.at))
@@ -434,10 +434,11 @@ def writes_main(args) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         old, new = SweepDir.of(a), SweepDir.of(b)
+        writer = TablesWriter(new)
         state = {"next": 0}
 
         def append(records):
-            tables_writer(records, new).history.write(records, _history_df)
+            writer.history.write(records, _history_df)
 
         def on_end(records):
             n = len(records.trials)
@@ -451,7 +452,7 @@ def writes_main(args) -> None:
                         records.result(tid, {"step": e, "epoch": float(e), "val_loss": 0.5,
                                              "time_total_s": float(e), "training_iteration": e})
                     records.end(tid)
-                    # write_tables is these two steps (and a test hook): timed apart.
+                    # A write of the record's is these two steps: timed apart.
                     for key, fn in (("old", lambda r: _single_file_write(r, old)),
                                     ("trials", lambda r: write_parquet_atomic(
                                         trials_frame(r), new.trials)),

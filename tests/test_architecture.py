@@ -20,7 +20,8 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 
 #: Rooms, top to bottom: every arrow points down this list.
 LAYERS = ["cli", "driver.sweep", "driver.monitor", "driver.trials", "driver.limits",
-          "driver.search", "driver.cluster", "driver.internals", "report", "store", "space",
+          "driver.search", "driver.record", "driver.cluster", "driver.internals", "report",
+          "store", "space",
           "command", "workloads", "train", "fence", "errors"]
 
 #: The rooms each room may import (besides itself and the lazy top-level package).
@@ -28,12 +29,16 @@ ALLOWED = {
     "cli": {"driver.sweep", "driver.trials", "driver.limits", "driver.cluster", "report",
             "store", "space", "errors"},
     "driver.sweep": {"driver.monitor", "driver.trials", "driver.limits", "driver.search",
-                     "driver.cluster", "driver.internals", "report", "store", "space", "errors"},
-    "driver.monitor": {"driver.search", "driver.internals", "store", "space", "errors"},
+                     "driver.record", "driver.cluster", "driver.internals", "report", "store",
+                     "space", "errors"},
+    "driver.monitor": {"driver.search", "driver.record", "driver.internals", "store", "space",
+                       "errors"},
     "driver.trials": {"driver.search", "driver.cluster", "driver.internals", "store", "space",
                       "command", "workloads", "train", "errors"},
-    "driver.limits": {"driver.search", "driver.cluster", "space", "command", "errors"},
-    "driver.search": {"driver.internals", "store", "space", "errors"},
+    "driver.limits": {"driver.search", "driver.record", "driver.cluster", "space", "command",
+                      "errors"},
+    "driver.search": {"driver.record", "driver.internals", "store", "space", "errors"},
+    "driver.record": {"driver.internals", "store", "space", "errors"},
     "driver.cluster": {"driver.internals", "store", "space", "fence", "errors"},
     "driver.internals": {"store", "errors"},
     "report": {"store", "space", "errors"},
@@ -236,3 +241,33 @@ def test_rooms_stay_small(limit, what):
                     if n > limit:
                         offences.append(f"{rel(path)}:{node.lineno} {node.name}: {n}")
     assert not offences, f"more than {limit} {what}:\n" + "\n".join(sorted(offences))
+
+
+#: What changes a trial row of :class:`hpsearch.store.records.TrialRecords`.
+ROW_VERBS = {"start", "result", "end", "end_as_recorded", "recover_reports", "annotate",
+             "add_without_reports", "link_optuna", "stopped_by_scheduler", "touch", "load"}
+
+
+def test_one_module_of_the_driver_changes_the_trial_rows():
+    """In the driver, only the sweep's record (``SweepRecord``) calls a row-changing verb
+    on its rows, or assigns into a row: the searcher, ASHA and the tables callback forward
+    to it. (The store's own helpers it calls, retention among them, change rows too.)"""
+    def receiver(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        return node.attr if isinstance(node, ast.Attribute) else None
+
+    found = set()
+    for path in MODULES:
+        if not rel(path).startswith("hpsearch/driver/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ROW_VERBS
+                    and receiver(node.func.value) in ("rows", "records")):
+                found.add(rel(path))
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
+                    isinstance(node.value, ast.Subscript) and \
+                    receiver(node.value.value) == "trials":
+                found.add(rel(path))  # rows.trials[tid][key] = ...
+    assert found == {"hpsearch/driver/record/sweep_record.py"}, sorted(found)

@@ -20,7 +20,7 @@ WITH_EXAMPLES = sorted(
 
 
 def test_the_package_has_examples_to_run():
-    assert "hpsearch.driver.search.study" in WITH_EXAMPLES and len(WITH_EXAMPLES) >= 10
+    assert "hpsearch.driver.record.study" in WITH_EXAMPLES and len(WITH_EXAMPLES) >= 10
 
 
 @pytest.mark.parametrize("name", WITH_EXAMPLES)

@@ -11,11 +11,12 @@ The drivers call the methods' own objects through their public interfaces, in th
 Ray Tune's controller calls them (scheduler first; the searcher hears a result only when
 the trial goes on, and its end with the last result):
 
-* :class:`HpsearchDriver`: hpsearch's :class:`~hpsearch.driver.search.searcher.SweepSearcher`
-  over the study, the sampler (:func:`~hpsearch.driver.search.samplers.make_sampler`), the
-  trial records and the admission, and :func:`~hpsearch.driver.search.schedulers.make_scheduler`,
-  built as ``hpsearch run`` builds them from the space file (``driver/sweep/fit.py``),
-  without the journal, the ledger and the disk watch, which decide nothing in a replay.
+* :class:`HpsearchDriver`: hpsearch's :class:`~hpsearch.driver.search.searcher.SweepSearcher`,
+  :func:`~hpsearch.driver.search.schedulers.make_scheduler` and the tables callback over
+  one :class:`~hpsearch.driver.record.sweep_record.SweepRecord` (in memory), the sampler
+  (:func:`~hpsearch.driver.search.samplers.make_sampler`) and the admission, built as
+  ``hpsearch run`` builds them from the space file (``driver/sweep/fit.py``), without the
+  journal and tables files, the ledger and the disk watch, which decide nothing in a replay.
 * :class:`RayStockDriver`: Ray Tune's ``OptunaSearch`` (its default TPE) and
   ``ASHAScheduler`` on ``training_iteration``, as the Tune docs write them: a trial ASHA
   stops is told to Optuna as complete with its last value.
@@ -53,6 +54,14 @@ class _Trial:
     config: dict
 
 
+@dataclass
+class _TuneTrial(_Trial):
+    """What Tune's callbacks read of a trial besides: its last checkpoint (none here)."""
+
+    checkpoint: Any = None
+    error_file: Any = None
+
+
 def _stop() -> str:
     from ray.tune.schedulers import TrialScheduler
 
@@ -60,26 +69,32 @@ def _stop() -> str:
 
 
 class HpsearchDriver:
-    """hpsearch's searcher and scheduler for ``spec``, at ``workers`` trials at once."""
+    """hpsearch's plug-ins for ``spec``, at ``workers`` trials at once, over one
+    :class:`~hpsearch.driver.record.sweep_record.SweepRecord` in memory: the searcher asks
+    and ends trials through it, ASHA marks the trials it stops there, and the tables
+    callback feeds it each start and report, in the order Tune's controller calls them."""
 
     def __init__(self, spec: Spec, *, workers: int):
         from ray.tune.search import Searcher
 
         from hpsearch.driver.limits.admission import Admission
-        from hpsearch.driver.search.objectives import directions
+        from hpsearch.driver.monitor.tables import TablesCallback
+        from hpsearch.driver.record.objectives import directions
+        from hpsearch.driver.record.sweep_record import SweepRecord
         from hpsearch.driver.search.samplers import make_sampler
         from hpsearch.driver.search.schedulers import make_scheduler
         from hpsearch.driver.search.searcher import SweepSearcher
-        from hpsearch.store.records import TrialRecords
 
-        self.study = optuna.create_study(directions=directions(spec.objectives),
-                                         sampler=make_sampler(spec))
-        self.records = TrialRecords(spec)
-        self.searcher = SweepSearcher(spec, study=self.study, records=self.records,
+        self.record = SweepRecord.in_memory(spec)
+        self.study = self.record.open_study(directions=directions(spec.objectives),
+                                            sampler=make_sampler(spec))
+        self.records = self.record.rows
+        self.searcher = SweepSearcher(self.record,
                                       admission=Admission(planned=spec.trials.num, slots=workers))
-        self.scheduler = make_scheduler(spec, self.records)
+        self.scheduler = make_scheduler(spec, self.record)
+        self.tables = TablesCallback(self.record)
         self.finished = Searcher.FINISHED
-        self.trials: dict[str, _Trial] = {}
+        self.trials: dict[str, _TuneTrial] = {}
 
     def start(self, tune_id: str) -> tuple[str, dict] | None:
         from hpsearch.driver.search.ids import TRIAL_ID_KEY
@@ -89,8 +104,8 @@ class HpsearchDriver:
             return None
         key = config[TRIAL_ID_KEY]
         params = {k: v for k, v in config.items() if k != TRIAL_ID_KEY}
-        self.records.start(key, params)  # as the tables callback does when Tune starts it
-        self.trials[key] = _Trial(tune_id, config)
+        trial = self.trials[key] = _TuneTrial(tune_id, config)
+        self.tables.on_trial_start(0, [], trial)
         return key, params
 
     def report(self, key: str, result: dict) -> bool:
@@ -98,13 +113,14 @@ class HpsearchDriver:
         stop = self.scheduler.on_trial_result(None, trial, result) == _stop()
         if not stop:
             self.searcher.on_trial_result(trial.trial_id, result)
-        self.records.result(key, result)
+        self.tables.on_trial_result(0, [], trial, result)
         return stop
 
     def end(self, key: str, result: dict) -> None:
         trial = self.trials.pop(key)
         self.scheduler.on_trial_complete(None, trial, result)
         self.searcher.on_trial_complete(trial.trial_id, result)
+        self.tables.on_trial_complete(0, [], trial)
 
 
 class RayStockDriver:

@@ -173,7 +173,7 @@ def journal_with_trials(sweep, name: str, n: int) -> None:
     """A real Optuna journal study named ``name`` holding ``n`` finished trials."""
     import optuna
 
-    from hpsearch.driver.search.study import SweepJournal
+    from hpsearch.driver.record.study import SweepJournal
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name=name, storage=optuna.storages.JournalStorage(
@@ -184,7 +184,7 @@ def journal_with_trials(sweep, name: str, n: int) -> None:
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "short", "missing"])
 def test_a_damaged_study_is_found_before_a_resume_changes_anything(tmp_path, damage):
-    from hpsearch.driver.search.study import check_sweep_study
+    from hpsearch.driver.record.study import check_sweep_study
     from hpsearch.errors import DamagedSweepError
     from hpsearch.store.layout import SweepDir
 

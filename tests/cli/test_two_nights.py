@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import hpsearch
-from hpsearch.driver.search.study import load_sweep_study
+from hpsearch.driver.record.study import load_sweep_study
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -136,7 +136,7 @@ def test_ls_gives_the_fronts_size_next_to_the_first_objectives_best(tmp_path):
 def test_a_warm_start_imports_every_objective_and_the_constraints_and_reruns_the_front(tmp_path):
     import optuna
 
-    from hpsearch.driver.search.objectives import directions
+    from hpsearch.driver.record.objectives import directions
     from hpsearch.driver.search.warmstart import import_trials
 
     records = TrialRecords(make_spec())

@@ -16,7 +16,8 @@ from hpsearch.errors import StorageError, is_disk_full, says_disk_full
 from hpsearch.store.layout import SweepDir, fmt_bytes, free_bytes
 from hpsearch.store.manifest import read_manifest, write_manifest
 from hpsearch.store.records import TrialRecords
-from hpsearch.store.tables import read_history, read_trials, write_tables
+from hpsearch.store.tables import read_history, read_trials
+from tests.store.writing import write_tables
 
 
 @pytest.mark.parametrize("error, full", [

@@ -14,9 +14,8 @@ from hpsearch.store.tables import (
     history_frame,
     load_tables,
     read_history,
-    tables_writer,
-    write_tables,
 )
+from tests.store.writing import write_tables, writer_of
 
 from .test_tables import feed, make_spec
 
@@ -37,7 +36,7 @@ def run_sweep(records, sweep, n, *, start=0, reports=3, diverge=None):
 def test_each_write_converts_only_the_reports_that_arrived_since_the_last(tmp_path):
     sweep, records = SweepDir.of(tmp_path), TrialRecords(make_spec())
     run_sweep(records, sweep, 200)
-    writer = tables_writer(records, sweep).history
+    writer = writer_of(records, sweep).history
     assert len(records.history) == 600
     # Each report became Arrow once; compactions merge Arrow tables, converting nothing.
     assert writer.rows_converted == 600 and writer.full_writes == 1

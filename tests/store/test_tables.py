@@ -11,7 +11,8 @@ from hpsearch.space.spec import CategoricalParam, FloatParam, Objective, Schedul
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import TrialRecords
 from hpsearch.store.reports import final_status, sanitize_report
-from hpsearch.store.tables import read_history, read_trials, write_tables
+from hpsearch.store.tables import read_history, read_trials
+from tests.store.writing import write_tables, writer_of
 
 
 def make_spec(mode="min", scheduler="asha"):
@@ -263,7 +264,7 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
     import pyarrow.parquet as pq
 
     from hpsearch.space.spec import IntParam
-    from hpsearch.store.tables import tables_writer, trials_frame
+    from hpsearch.store.tables import trials_frame
 
     spec = Spec(
         name="t", trainable="digits", objective=Objective("val_loss", "min"),
@@ -275,7 +276,7 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
     rng = random.Random(0)
     records = TrialRecords(spec)
     sweep = SweepDir.of(tmp_path)
-    writer = tables_writer(records, sweep)
+    writer = writer_of(records, sweep)
     incremental = 0
     for i in range(60):
         tid = f"{i:08x}"
@@ -303,7 +304,7 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
             rows, history = load_tables(sweep)
             records = TrialRecords(spec)
             records.load(rows, history)
-            writer = tables_writer(records, sweep)
+            writer = writer_of(records, sweep)
         if i % 11 == 5:  # a trial the study holds that never started: no start time
             records.add_without_reports(f"never{i}", {"lr": 0.01, "width": 8,
                                                       "precision": "fp32"})
@@ -320,14 +321,14 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
 
 
 def test_a_value_its_column_does_not_hold_goes_through_pandas(tmp_path):
-    from hpsearch.store.tables import tables_writer, trials_frame
+    from hpsearch.store.tables import trials_frame
 
     records = TrialRecords(make_spec())
     sweep = SweepDir.of(tmp_path)
     feed(records, "a", [0.5, 0.4])
     write_tables(records, sweep)
     write_tables(records, sweep)
-    columns = tables_writer(records, sweep)._columns
+    columns = writer_of(records, sweep)._columns
     assert columns is not None and columns.table(records) is not None
     records.trials["a"]["steps"] = 2.5  # pandas refuses it as an integer, so must we
     records.touch("a")

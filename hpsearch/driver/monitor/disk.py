@@ -9,9 +9,11 @@ A full disk (or a spent quota) is the sweep's problem, not a trial's. It shows u
 
 From the first of these on, :attr:`DiskWatch.full` holds: the stopper ends the run as a
 Ctrl-C does (:mod:`hpsearch.driver.monitor.stops`), the trial whose write failed is
-*paused* rather than failed (the searcher leaves it unfinished in the study, the tables
-callback leaves its row running), and ``hpsearch resume`` continues every paused and
-stopped trial from its last complete checkpoint.
+*paused* rather than failed (the sweep's record, which it watches, leaves it unfinished in
+the study and its row running), and ``hpsearch resume`` continues every paused and
+stopped trial from its last complete checkpoint. It attaches to the record as a
+:class:`~hpsearch.driver.record.sweep_record.RecordWatcher` (:meth:`DiskWatch.pauses`,
+:meth:`DiskWatch.write_failed`) and to Tune as a callback; nothing else knows of it.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class DiskWatch(Callback):
         self.every_s = every_s
         self.evidence: str | None = None
         self.paused: set[str] = set()  # hpsearch ids of trials a full disk stopped
-        self._trials: dict[str, Any] = {}  # Tune trial id -> Tune trial
+        self._trials: dict[str, Any] = {}  # hpsearch id -> Tune trial
         self._looked = 0.0
 
     @property
@@ -68,17 +70,22 @@ class DiskWatch(Callback):
                          "resumed once space is freed")
         return True
 
-    def trial_errored(self, tune_trial_id: str) -> bool:
-        """Whether the trial's error is a full disk's; if so it is paused, not failed."""
-        trial = self._trials.get(tune_trial_id)
+    def pauses(self, trial_id: str) -> bool:
+        """Whether the error of trial ``trial_id`` (an hpsearch id) is a full disk's; if
+        so it is paused, not failed."""
+        trial = self._trials.get(trial_id)
         if trial is None:
             return False
-        if hpsearch_id(trial) in self.paused:
+        if trial_id in self.paused:
             return True
-        if not self.note(f"writing trial {hpsearch_id(trial)}'s files", _error_text(trial)):
+        if not self.note(f"writing trial {trial_id}'s files", _error_text(trial)):
             return False
-        self.paused.add(hpsearch_id(trial))
+        self.paused.add(trial_id)
         return True
+
+    def write_failed(self, what: str, error: BaseException) -> bool:
+        """A write of the sweep's record failed: whether it is a full disk's."""
+        return self.note(what, error)
 
     def look(self) -> None:
         """Count the disk as full when almost nothing is free (at most every ``every_s``)."""
@@ -93,10 +100,10 @@ class DiskWatch(Callback):
     # --- what Tune tells --------------------------------------------------------------------
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self._trials[trial.trial_id] = trial
+        self._trials[hpsearch_id(trial)] = trial
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        self.trial_errored(trial.trial_id)  # Tune retries it; the stopper stops it again
+        self.pauses(hpsearch_id(trial))  # Tune retries it; the stopper stops it again
 
     def on_step_end(self, iteration, trials, **info):
         self.look()

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from datetime import datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 from ray.tune import Callback
 

@@ -17,7 +17,7 @@ import optuna
 from optuna.samplers import BaseSampler, QMCSampler, TPESampler
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch.driver.search.objectives import sampler_constraints
+from hpsearch.driver.record.objectives import sampler_constraints
 from hpsearch.space.spec import Spec
 
 __all__ = ["QMCThenTPE", "make_sampler"]
@@ -29,7 +29,7 @@ def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
     * ``tpe``: ``TPESampler(seed=..., n_startup_trials=...)``, multivariate and with the
       constant liar (Optuna 5's defaults, given so that Optuna 4 samples the same way).
       With several objectives it is Optuna's multi-objective TPE; with constraints it
-      learns from each trial's violations (:mod:`~hpsearch.driver.search.objectives`), as
+      learns from each trial's violations (:mod:`~hpsearch.driver.record.objectives`), as
       ``gp`` and ``qmc``'s TPE do.
       When some parameters are conditional, ``group=True`` lets the multivariate TPE model
       each sub-space instead of falling back to independent sampling for them.

@@ -5,9 +5,9 @@
 each report, keyed by the trial's hpsearch id, so that a resumed sweep's trials, which
 Tune knows under new ids, keep their place on the rungs. Its records are seeded from the
 study when a sweep resumes (:func:`rung_values`): Tune never saves a scheduler, and Ray's
-ASHA came back from a restore with empty rungs (ray-project/ray#30838). It marks the
-trials it stops before ``max_t`` in the records, because Tune tells callbacks that a trial
-completed but not why.
+ASHA came back from a restore with empty rungs (ray-project/ray#30838). It tells the
+sweep's record which trials it stops before ``max_t``, because Tune tells callbacks that a
+trial completed but not why.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from hpsearch.driver.search.pareto import ParetoRungs
 from hpsearch.driver.search.rungs import Rungs
 from hpsearch.driver.search.ids import hpsearch_id
-from hpsearch.driver.search.study import RecordedTrial
+from hpsearch.driver.record.study import RecordedTrial
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.space.spec import Spec
-from hpsearch.store.records import TrialRecords
 
 __all__ = ["SweepASHA", "make_scheduler", "rung_values"]
 
@@ -30,7 +30,7 @@ def rung_values(recorded: Iterable[RecordedTrial], milestones: Iterable[float]
                 ) -> dict[str, dict[float, float]]:
     """``{trial id: {milestone: value}}``: what each trial of the record reported at each
     rung. The study stores the first report at or past a milestone at the milestone
-    itself (:func:`~hpsearch.driver.search.study.study_step`), the value ASHA judged."""
+    itself (:func:`~hpsearch.driver.record.study.study_step`), the value ASHA judged."""
     milestones = tuple(milestones)
     out: dict[str, dict[float, float]] = {}
     for trial in recorded:
@@ -47,11 +47,11 @@ class SweepASHA(FIFOScheduler):
 
     Args:
         spec: The sweep's spec (``scheduler`` and ``objective``).
-        records: The sweep's records: trials stopped before ``max_t`` are marked there.
+        record: The sweep's record, told of the trials stopped before ``max_t``.
         seeded: Rung values from before this run (:func:`rung_values`).
     """
 
-    def __init__(self, spec: Spec, records: TrialRecords | None = None, *,
+    def __init__(self, spec: Spec, record: SweepRecord | None = None, *,
                  seeded: Mapping[str, Mapping[float, float]] | None = None):
         super().__init__()
         s = spec.scheduler
@@ -63,7 +63,7 @@ class SweepASHA(FIFOScheduler):
         self.time_key = s.result_key
         self.metrics = [o.metric for o in spec.objectives]
         self.max_t = s.max_t
-        self.records = records
+        self.record = record
 
     def _value(self, result: Mapping[str, Any]) -> Any:
         """What the rungs rank: the objective's value, or the tuple of all of them."""
@@ -83,8 +83,8 @@ class SweepASHA(FIFOScheduler):
         key = hpsearch_id(trial)
         if not self.rungs.judge(key, t, self._value(result)):
             return TrialScheduler.CONTINUE
-        if self.records is not None:
-            self.records.stopped_by_scheduler(key)
+        if self.record is not None:
+            self.record.stopped_early(key)
         return TrialScheduler.STOP
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
@@ -104,11 +104,12 @@ class SweepASHA(FIFOScheduler):
         return {"time_key": self.time_key}
 
 
-def make_scheduler(spec: Spec, records: TrialRecords | None = None, *,
-                   seeded: Mapping[str, Mapping[float, float]] | None = None) -> FIFOScheduler:
-    """ASHA or FIFO, as ``spec.scheduler`` asks. ASHA compares trials on
-    ``spec.scheduler.time_attr`` (``epoch`` or ``step``, which trainables report, or
-    ``time``: Tune's ``time_total_s``, the trial's own seconds)."""
+def make_scheduler(spec: Spec, record: SweepRecord | None = None) -> FIFOScheduler:
+    """ASHA or FIFO, as ``spec.scheduler`` asks, its rungs seeded from the record's
+    trials (a resume). ASHA compares trials on ``spec.scheduler.time_attr`` (``epoch`` or
+    ``step``, which trainables report, or ``time``: Tune's ``time_total_s``, the trial's
+    own seconds)."""
     if spec.scheduler.type == "fifo":
         return FIFOScheduler()
-    return SweepASHA(spec, records, seeded=seeded)
+    seeded = rung_values(record.recorded, spec.scheduler.rungs()) if record else None
+    return SweepASHA(spec, record, seeded=seeded)

@@ -7,11 +7,11 @@
   sweep's, under its own hpsearch id and Optuna trial) or asks the study for a new one.
   The hpsearch id travels in the trial's config (:mod:`~hpsearch.driver.search.ids`).
 * ``on_trial_result`` reports each finite objective at its study step
-  (:func:`~hpsearch.driver.search.study.study_step`), once per step (every objective's
-  value, for a study of several: :func:`~hpsearch.driver.search.objectives.report_values`).
-* ``on_trial_complete`` ends the trial's row and tells the study the matching state,
-  with the constraints' violations at its last report, then flushes the journal to
-  disk: from then on the trial's result is durable.
+  (:func:`~hpsearch.driver.record.study.study_step`), once per step (every objective's
+  value, for a study of several: :func:`~hpsearch.driver.record.objectives.report_values`).
+* ``on_trial_complete`` ends the trial in the record
+  (:meth:`~hpsearch.driver.record.sweep_record.SweepRecord.end`): its row, the study's
+  tell with the constraints' violations at its last report, the journal synced.
 
 :class:`SweepSearch` is the search algorithm Tune runs it in. While the cluster ledger
 holds the sweep below the trials it could run, it tells Tune the search is finished for
@@ -21,26 +21,21 @@ is waiting for; as soon as the share allows, it is open again.
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 
-from optuna.trial import TrialState
-
+from hpsearch.driver.record.objectives import (ConstraintMetricMissing, check_first_report,
+                                               report_values)
+from hpsearch.driver.record.study import study_step
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
-from hpsearch.driver.search.objectives import (ConstraintMetricMissing, check_first_report,
-                                               report_values, set_constraints, violations)
-from hpsearch.driver.search.study import RecordedTrial, study_outcome, study_step
 from hpsearch.space.spec import Spec
-from hpsearch.store.records import TrialRecords
 from hpsearch.store.reports import OBJECTIVE_MISSING
 
 __all__ = ["SweepSearch", "SweepSearcher"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,34 +50,23 @@ class SweepSearcher(Searcher):
     """Optuna's ask/tell behind Tune's ``Searcher``, for one run of a sweep.
 
     Args:
-        spec: The sweep's spec: objective, milestones, parameters.
-        study: The sweep's study, with its sampler.
-        records: The sweep's trial records: rows are ended here.
+        record: The sweep's record, its study open: trials are asked from its study,
+            continued from its unfinished ones (a resume) and ended through it.
         admission: Decides whether a trial may start (``decide``, ``held_back``).
-        unfinished: Trials of the record to continue first (a resume).
-        journal: Flushed to disk when a trial ends (``None``: the storage does it).
-        planned_before: The sweep's own trials the study already holds.
-        disk: The full-disk watch (:class:`~hpsearch.driver.monitor.disk.DiskWatch`): a
-            trial that errored because the disk is full is paused (left unfinished in
-            the study and the records), and a journal write the disk refused is told to
-            it. ``None``: every error ends its trial.
     """
 
-    def __init__(self, spec: Spec, *, study: Any, records: TrialRecords, admission: Any,
-                 unfinished: Sequence[RecordedTrial] = (), journal: Any = None,
-                 planned_before: int = 0, disk: Any = None):
+    def __init__(self, record: SweepRecord, *, admission: Any):
+        spec = record.spec
         super().__init__(metric=spec.objective.metric, mode=spec.objective.mode)
         from hpsearch.driver.search.space import define_by_run
 
-        self.spec = spec
-        self.study = study
-        self.records = records
+        self.spec: Spec = spec
+        self.record = record
+        self.study = record.study
         self.admission = admission
-        self.journal = journal
-        self.disk = disk
         self.space: Callable[[Any], dict[str, Any]] = define_by_run(spec)
-        self.unfinished = list(unfinished)
-        self.created = planned_before
+        self.unfinished = list(record.unfinished)
+        self.created = len(record.recorded)  # the sweep's own trials the study holds
         self.live: dict[str, _Live] = {}  # Tune trial id -> the trial it runs
         #: Why the sweep cannot go on: a trial's first report lacked a metric the space's
         #: other objectives or constraints name (the stopper ends the sweep on it).
@@ -120,7 +104,7 @@ class SweepSearcher(Searcher):
             return Searcher.FINISHED
         live, params = self._continue() if self.unfinished else self._ask(trial_id)
         self.live[trial_id] = live
-        self.records.link_optuna(live.trial_id, live.trial.number)
+        self.record.link(live.trial_id, live.trial.number)
         return {**params, TRIAL_ID_KEY: live.trial_id}
 
     def _ask(self, trial_id: str) -> tuple[_Live, dict[str, Any]]:
@@ -147,33 +131,10 @@ class SweepSearcher(Searcher):
         live = self.live.pop(trial_id, None)
         if live is None:
             return
-        if error and self.disk is not None and self.disk.trial_errored(trial_id):
-            return  # paused: it continues from its last checkpoint on resume
         if result:
             self._report(live, result)  # the last report: Tune sent it nowhere else
-        status = self.records.end(live.trial_id, errored=error, returned=not error)
-        state, value = self._outcome(live, status)
-        try:
-            live.trial.set_user_attr("status", status)
-            if self.spec.constraints and live.last is not None and state != TrialState.FAIL:
-                set_constraints(live.trial, violations(self.spec.constraints, live.last))
-            self.study.tell(live.trial, value, state=state, skip_if_finished=True)
-            if self.journal is not None:
-                self.journal.sync()  # the trial's end is durable from here on
-        except Exception as exc:  # noqa: BLE001 - one bad tell must not end the sweep
-            if self.disk is not None and self.disk.note("writing the study journal", exc):
-                return  # still running in the study: a resume continues it
-            logger.warning("could not tell Optuna how trial %s ended: %s", live.trial_id, exc)
-
-    def _outcome(self, live: _Live, status: str) -> tuple[TrialState, Any]:
-        """The state and value(s) to tell the study: one objective's value is the trial
-        row's ``final_value``; several objectives' are its last report's."""
-        if self.spec.several_objectives:
-            last = live.last or {}
-            value = [last.get(o.metric) for o in self.spec.objectives]
-        else:
-            value = self.records.trials[live.trial_id].get("final_value")
-        return study_outcome(status, value=value, has_reports=bool(live.steps))
+        self.record.end(live.trial_id, live.trial, errored=error, returned=not error,
+                        last=live.last, reported=bool(live.steps))
 
     def _report(self, live: _Live, result: Mapping[str, Any]) -> None:
         if result.get(OBJECTIVE_MISSING):

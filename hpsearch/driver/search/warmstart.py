@@ -6,7 +6,7 @@ or ``latest``: the newest earlier sweep in the same storage whose space has the 
 
 * a trial that completed goes in ``COMPLETE`` with its value; one ASHA (or a deadline)
   stopped goes in ``PRUNED`` with its intermediate values, as the study of its own sweep
-  has it (:func:`hpsearch.driver.search.study.study_step`); failed and diverged trials stay out;
+  has it (:func:`hpsearch.driver.record.study.study_step`); failed and diverged trials stay out;
 * a trial fits the current space when every parameter the current space searches has a
   value inside its current range or choices (conditional ones only where their condition
   holds) and every value the current space fixes is the one it ran with; trials that do
@@ -98,7 +98,7 @@ def _fits(spec: Spec, row: Mapping[str, Any]) -> dict[str, Any] | None:
 def _reported(spec: Spec, rows: Any) -> dict[int, Any]:
     """``{study step: value}`` of a source trial's history rows, as its own study has them
     (one value, or a tuple of every objective's with several)."""
-    from hpsearch.driver.search.study import study_step
+    from hpsearch.driver.record.study import study_step
 
     s = spec.scheduler
     milestones = (*s.rungs(), s.max_t) if s.type == "asha" else (s.max_t,)
@@ -119,7 +119,7 @@ def _reported(spec: Spec, rows: Any) -> dict[int, Any]:
 def _violations(spec: Spec, row: Mapping[str, Any], rows: Any) -> list[float]:
     """A source trial's constraint violations at its last evaluated report (its
     ``feasible`` cell when it has no history)."""
-    from hpsearch.driver.search.objectives import violations
+    from hpsearch.driver.record.objectives import violations
 
     if rows is not None and len(rows):
         if "evaluated" in rows:
@@ -136,8 +136,8 @@ def _frozen(spec: Spec, row: Mapping[str, Any], params: dict[str, Any], dists: M
     it teaches nothing."""
     import optuna
 
-    from hpsearch.driver.search.objectives import REPORT_ATTR
-    from hpsearch.driver.search.study import study_outcome
+    from hpsearch.driver.record.objectives import REPORT_ATTR
+    from hpsearch.driver.record.study import study_outcome
 
     reported = _reported(spec, rows)
     status = row.get("status")

@@ -2,16 +2,17 @@
 
 Every ``hpsearch run`` and ``hpsearch resume`` builds a fresh Tuner here; nothing of Tune's
 saved state is ever read back (its ``tune-<id>/`` folder is scratch, one per run). The
-sweep's state is handed to the plug-ins that need it:
+sweep's record (:class:`~hpsearch.driver.record.sweep_record.SweepRecord`) is handed to
+the plug-ins that need it:
 
 ==============  ==========================================================================
-records         the trial rows and reports: fed by the tables callback, ended by the
-                searcher, marked by ASHA, read by the stopper and the progress line
-study, journal  the record: the searcher asks and tells, the tables writer flushes
+record          the study, the trial rows, the tables, the manifest: the searcher asks
+                and ends trials through it, ASHA marks the trials it stops, the tables
+                callback feeds it Tune's events; the others read its rows
 admission       the start rule: the searcher asks it, housekeeping reads the share
 stopper         ends the run: Ctrl-C, a full disk, all failed, stalled, deadline, time budget
-disk            the full-disk watch: the searcher and the tables callback pause the trials
-                a full disk stopped, the stopper ends the run (:mod:`.storage` says so)
+disk            the full-disk watch: a watcher of the record (it pauses the trials a full
+                disk stopped) and a Tune callback; the stopper ends the run on it
 ==============  ==========================================================================
 """
 
@@ -22,7 +23,7 @@ import functools
 import logging
 import os
 import time
-from typing import Any, Sequence
+from typing import Any
 
 from hpsearch.driver.limits.admission import Admission, MilestoneTimes
 from hpsearch.driver.limits.plan import Plan
@@ -33,14 +34,13 @@ from hpsearch.driver.monitor.quiet import QuietTrials
 from hpsearch.driver.monitor.stall import StallWatch
 from hpsearch.driver.monitor.stops import SweepStopper
 from hpsearch.driver.monitor.tables import TablesCallback
+from hpsearch.driver.record.objectives import ConstraintMetricMissing, directions
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.ids import hpsearch_id
-from hpsearch.driver.search.objectives import ConstraintMetricMissing, directions
 from hpsearch.driver.search.samplers import make_sampler
-from hpsearch.driver.search.schedulers import make_scheduler, rung_values
+from hpsearch.driver.search.schedulers import make_scheduler
 from hpsearch.driver.search.searcher import SweepSearch, SweepSearcher
-from hpsearch.driver.search.study import RecordedTrial, open_study
 from hpsearch.driver.sweep.interrupt import ctrl_c_stops
-from hpsearch.driver.sweep.record import settle
 from hpsearch.driver.sweep.result import Interrupted, SweepResult
 from hpsearch.driver.sweep.storage import StorageNeed, disk_full_error, storage_need
 from hpsearch.driver.trials.runners import Runner
@@ -48,8 +48,6 @@ from hpsearch.errors import StorageError, SweepStalledError
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
-from hpsearch.store.records import TrialRecords
-from hpsearch.store.sweeps import end_run
 
 __all__ = ["TENSORBOARD_ENV", "SweepRun", "trial_dirname"]
 
@@ -68,13 +66,10 @@ class SweepRun:
     """The plug-ins of one run of a sweep, and the run itself (:meth:`fit`).
 
     Args:
-        spec: The sweep's spec as this run runs it.
-        sweep: Its directory.
+        record: The sweep's record (:meth:`SweepRecord.create` or :meth:`SweepRecord.open`),
+            its ``spec`` as this run runs it.
         runner: How its trials run.
         plan: Its slots and rungs on this cluster.
-        records: The records so far (empty for a new sweep).
-        recorded: The sweep's trials the study holds (:func:`recorded_trials`).
-        unfinished: Those of them to continue first (:func:`~hpsearch.driver.sweep.record.reconcile`).
         deadline_at: The deadline in epoch seconds, or ``None``.
         stream: Where progress goes.
         verbose: Ray's own output too.
@@ -82,31 +77,26 @@ class SweepRun:
         need: What the sweep may hold on its storage (for the full-disk line).
     """
 
-    def __init__(self, spec: Spec, sweep: SweepDir, runner: Runner, plan: Plan, *,
-                 records: TrialRecords, recorded: Sequence[RecordedTrial] = (),
-                 unfinished: Sequence[RecordedTrial] = (), deadline_at: float | None = None,
-                 stream: Any, verbose: bool = False, share: bool = True,
-                 need: StorageNeed | None = None):
+    def __init__(self, record: SweepRecord, runner: Runner, plan: Plan, *,
+                 deadline_at: float | None = None, stream: Any, verbose: bool = False,
+                 share: bool = True, need: StorageNeed | None = None):
+        spec, sweep, records = record.spec, record.sweep, record.rows
         self.spec, self.sweep, self.runner, self.plan = spec, sweep, runner, plan
-        self.records = records
+        self.record = record
         self.verbose = verbose
         self.need = need
         self.progress = ProgressCallback(records, spec, stream=stream)
         self.disk = DiskWatch(sweep, say=self.progress.log)
-        self.study, self.journal = open_study(
-            sweep, directions=directions(spec.objectives),
-            sampler=make_sampler(_reseeded(spec, len(recorded))))
+        record.watch(self.disk)
+        record.open_study(directions=directions(spec.objectives),
+                          sampler=make_sampler(_reseeded(spec, len(record.recorded))))
         self.admission = Admission(
             planned=spec.trials.num, slots=plan.slots, deadline_at=deadline_at,
             first_milestone_s=functools.partial(MilestoneTimes(spec).median, records),
             ledger=_ledger_client(spec, sweep, plan.slots) if share else None)
-        self.searcher = SweepSearcher(spec, study=self.study, records=records,
-                                      admission=self.admission, unfinished=unfinished,
-                                      journal=self.journal, planned_before=len(recorded),
-                                      disk=self.disk)
-        self.scheduler = make_scheduler(spec, records,
-                                        seeded=rung_values(recorded, spec.scheduler.rungs()))
-        self.tables = TablesCallback(records, sweep, journal=self.journal, disk=self.disk)
+        self.searcher = SweepSearcher(record, admission=self.admission)
+        self.scheduler = make_scheduler(spec, record)
+        self.tables = TablesCallback(record)
         self.watch = StallWatch(records, self.progress.log)
         self.quiet = QuietTrials(self.progress.log, trial_id=hpsearch_id,
                                  hung_after_s=spec.trials.hung_after_s)
@@ -137,7 +127,7 @@ class SweepRun:
                 callbacks=callbacks, stop=self.stopper, verbose=2 if self.verbose else 0,
                 failure_config=tune.FailureConfig(max_failures=self.runner.tune_max_failures)))
 
-    def fit(self, manifest: dict[str, Any]) -> SweepResult:
+    def fit(self) -> SweepResult:
         """Run the sweep to its end; write the tables and the manifest however it ends.
 
         Raises:
@@ -163,27 +153,27 @@ class SweepRun:
             self.runner.close()  # warm worker groups go before the tables are written
             self.progress.close()
             self.admission.close()  # the share goes back to the other sweeps at once
-        return self._finish(manifest)
+        return self._finish()
 
-    def _finish(self, manifest: dict[str, Any]) -> SweepResult:
+    def _finish(self) -> SweepResult:
+        record = self.record
         if self.disk.full or self.stopper.reason == "disk_full":
-            return self._paused_by_disk(manifest)
+            return self._paused_by_disk()
         interrupted = self.stopper.reason == "interrupted"
         status = "interrupted"
         try:
             if not interrupted:  # ended for good: the trials still running are stopped
-                settle(self.study, self.records, journal=self.journal)
-                self.tables.prune()
-            self.tables.flush(force=True)
+                record.settle()
+                record.prune()
+            record.flush(force=True)
         finally:
-            counts = self.records.counts()
             if not interrupted:
-                status = self._status(counts)
-            end_run(self.sweep, manifest, status=status, counts=counts)
-        if self.tables.storage_error is not None:
+                status = self._status(record.rows.counts())
+            counts = record.close(status)
+        if record.storage_error is not None:
             if self.disk.full:
-                return self._paused_by_disk(manifest)
-            raise self.tables.storage_error
+                return self._paused_by_disk()
+            raise record.storage_error
         sweep = self.sweep
         if status == "stalled":
             raise SweepStalledError(
@@ -197,16 +187,15 @@ class SweepRun:
             raise Interrupted(
                 f"interrupted: the tables in {sweep} are up to date. "
                 f"Continue with `hpsearch resume {sweep.name} --storage {sweep.storage}`.")
-        return SweepResult(sweep.path, status, self.plan, best=self.records.best(),
-                           front=[r for r in self.records.trials.values() if r.get("pareto")],
-                           counts=counts)
+        return SweepResult(sweep.path, status, self.plan, best=record.best(),
+                           front=record.front(), counts=counts)
 
-    def _paused_by_disk(self, manifest: dict[str, Any]) -> SweepResult:
+    def _paused_by_disk(self) -> SweepResult:
         """The disk is full: what can still be written is, as after a Ctrl-C (nothing is
         settled: the running trials continue on resume), and the one line says the rest."""
-        self.tables.flush(force=True)  # whole or not at all; the last whole copy stays
+        self.record.flush(force=True)  # whole or not at all; the last whole copy stays
         try:
-            end_run(self.sweep, manifest, status="disk_full", counts=self.records.counts())
+            self.record.close("disk_full")
         except StorageError:
             pass  # the manifest keeps saying "running": `ls` then says to resume it
         need = storage_need(self.spec, self.plan.slots, sweep=self.sweep,

@@ -1,11 +1,12 @@
 """Run and resume sweeps: the library API behind ``hpsearch run`` and ``hpsearch resume``.
 
-Both check everything they can before they connect to Ray or touch a directory, open the
-sweep directory in one operation of the store (:mod:`hpsearch.store.sweeps`), and then go
-through the same steps (:func:`_drive`): plan on the cluster, record the driver, build
-the run's plug-ins and fit a new Tuner (:class:`~hpsearch.driver.sweep.fit.SweepRun`).
-A resume differs only in what it starts from: the records and study of the sweep, made
-to agree (:func:`~hpsearch.driver.sweep.record.reconcile`).
+Both check everything they can before they connect to Ray or touch a directory, share one
+prelude (:func:`_prepared`: the trainable resolved, the disk checked, the cluster
+connected, the plan made), open the sweep's record in one operation
+(:meth:`SweepRecord.create`, :meth:`SweepRecord.open`, which reads, checks and reconciles
+a resumed sweep before anything changes), and then go through the same steps
+(:func:`_drive`): the run begins in the manifest, the run's plug-ins are built and a new
+Tuner fits (:class:`~hpsearch.driver.sweep.fit.SweepRun`).
 """
 
 from __future__ import annotations
@@ -14,21 +15,22 @@ import contextlib
 import os
 import sys
 from dataclasses import replace
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
 
 from hpsearch.driver.cluster.preflight import note_gpu_simulation, require_cuda_on_gpu_nodes
-from hpsearch.driver.limits.plan import local_resources, make_plan
-from hpsearch.driver.search.study import RecordedTrial
+from hpsearch.driver.limits.plan import Plan, local_resources, make_plan
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.sweep.fit import SweepRun
 from hpsearch.driver.sweep.result import Interrupted, SweepResult
 from hpsearch.driver.sweep.storage import StorageNeed, check_free_space, disk_full_error, storage_need
 from hpsearch.driver.sweep.timing import deadline_at, plan_record, still_ahead
-from hpsearch.errors import DiskFullError, SweepNotFoundError, is_disk_full
+from hpsearch.driver.trials.runners import Runner
+from hpsearch.errors import DiskFullError, is_disk_full
 from hpsearch.space.spec import Spec
 from hpsearch.store import sweeps
 from hpsearch.store.layout import SweepDir, fmt_bytes, free_bytes
-from hpsearch.store.manifest import command_line, new_manifest, record_driver, write_manifest
-from hpsearch.store.records import TrialRecords
+from hpsearch.store.manifest import command_line, new_manifest
 
 __all__ = ["Interrupted", "SweepResult", "expand_name", "resume_sweep", "run_sweep",
            "sweep_dir_for"]
@@ -64,47 +66,38 @@ def run_sweep(
         DiskFullError: The storage has too little free space to start (nothing is
             written), or it filled during the sweep (trials paused; resumable).
     """
-    from hpsearch.driver.trials.resolve import checkpoint_estimate, resolve_runner
-
     stream = stream or sys.stdout
     sweep = sweep_dir_for(spec, name=name, storage=storage)
-    runner = resolve_runner(spec)
-    checkpoint = checkpoint_estimate(spec)
     if dry_run and _cluster_address(address) is None:
+        from hpsearch.driver.trials.resolve import checkpoint_estimate
+
         plan = make_plan(spec, local_resources(), max_concurrent=max_concurrent)
-        need = storage_need(spec, plan.slots, checkpoint=checkpoint)
+        need = storage_need(spec, plan.slots, checkpoint=checkpoint_estimate(spec))
         return SweepResult(sweep.path, "planned", replace(plan, storage=need.line(
             free_bytes(sweep.storage))))
     exists = False if dry_run else sweeps.check_new(sweep, overwrite=overwrite)
-    if not dry_run:  # a full disk is said before Ray starts (one trial's worth), then per plan
-        check_free_space(storage_need(spec, 1, checkpoint=checkpoint), sweep, resume=False)
-    with _connected(address, verbose, stream) as conn:
-        plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent, nodes=conn.nodes)
-        runner = replace(runner, placement=plan.placement)
-        need = storage_need(spec, plan.slots, checkpoint=checkpoint)
+    with _prepared(spec, sweep, address=address, max_concurrent=max_concurrent,
+                   verbose=verbose, stream=stream, dry_run=dry_run) as setup:
         if dry_run:
-            return SweepResult(sweep.path, "planned", replace(plan, storage=need.line(
-                free_bytes(sweep.storage))))
-        plan = replace(plan, storage=check_free_space(need, sweep, resume=False))
-        require_cuda_on_gpu_nodes(spec)
+            return SweepResult(sweep.path, "planned", setup.plan)
         until = deadline_at(spec)
         manifest = new_manifest(
             name=sweep.name, argv=command_line(), seed=spec.search.seed,
-            cluster=conn.resources, address=conn.address,
+            cluster=setup.conn.resources, address=setup.conn.address,
             objective={"metric": spec.objective.metric, "mode": spec.objective.mode})
-        manifest["plan"] = plan_record(plan, max_concurrent=max_concurrent, deadline=until)
-        with _disk_full_ends(sweep, need, made=True):
-            sweeps.create(sweep, spec.raw, manifest, replace=exists)
+        manifest["plan"] = plan_record(setup.plan, max_concurrent=max_concurrent,
+                                       deadline=until)
+        with _disk_full_ends(sweep, setup.need, made=True):
+            record = SweepRecord.create(spec, sweep, manifest, replace=exists)
         print(f"sweep {sweep.name!r} -> {sweep}", file=stream)
-        for line in plan.lines(spec):
+        for line in setup.plan.lines(spec):
             print("  " + line, file=stream)
         stream.flush()
         if spec.search.warm_start:
             from hpsearch.driver.sweep.warm import warm_start
 
-            spec = warm_start(spec, sweep, manifest, stream)
-        return _drive(spec, sweep, runner, plan, manifest, conn, records=TrialRecords(spec),
-                      deadline=until, verbose=verbose, stream=stream, need=need)
+            record.spec = warm_start(spec, sweep, manifest, stream)
+        return _drive(record, setup, deadline=until, verbose=verbose, stream=stream)
 
 
 def resume_sweep(
@@ -130,9 +123,6 @@ def resume_sweep(
             resume (it says how to continue instead).
         DamagedSweepError: A file of the sweep cannot be read; nothing is changed.
     """
-    from hpsearch.driver.sweep.record import reconcile
-    from hpsearch.driver.trials.resolve import checkpoint_estimate, resolve_runner
-
     stream = stream or sys.stdout
     sweep = SweepDir.at(storage, name)
     manifest = sweeps.open_existing(sweep)
@@ -143,48 +133,73 @@ def resume_sweep(
                                                                        stream)
     if max_concurrent is None:
         max_concurrent = before.get("max_concurrent")
-    records, recorded = _read_record(sweep, spec)
+    record = SweepRecord.open(spec, sweep, manifest)  # read and checked before any change
+    _stop_orphans(manifest, stream)
+    with _prepared(spec, sweep, address=address, max_concurrent=max_concurrent,
+                   verbose=verbose, stream=stream, resume=True) as setup:
+        if record.unfinished:
+            print(f"continuing {len(record.unfinished)} unfinished trial(s) from their "
+                  "newest checkpoints", file=stream)
+        return _drive(record, setup, deadline=until, verbose=verbose, stream=stream,
+                      plan={**before, **plan_record(setup.plan, max_concurrent=max_concurrent,
+                                                    deadline=until)},
+                      space=spec.raw if extended else None)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What a run and a resume have once connected: the cluster, the plan on it, the
+    runner placed by it, and what the sweep may hold on its storage."""
+
+    conn: Any
+    plan: Plan
+    runner: Runner
+    need: StorageNeed
+
+
+@contextlib.contextmanager
+def _prepared(spec: Spec, sweep: SweepDir, *, address: str | None,
+              max_concurrent: int | None, verbose: bool, stream: Any, resume: bool = False,
+              dry_run: bool = False) -> Iterator[_Setup]:
+    """The prelude a run and a resume share: the trainable resolved, the disk checked for
+    one trial before Ray starts, then the cluster connected, the plan made on it and the
+    disk checked again for the plan's slots (a dry run only says it), and CUDA checked
+    on the GPU nodes. A local Ray it started goes when the block ends."""
+    from hpsearch.driver.trials.resolve import checkpoint_estimate, resolve_runner
+
     runner = resolve_runner(spec)
     checkpoint = checkpoint_estimate(spec)
-    check_free_space(storage_need(spec, 1, sweep=sweep, checkpoint=checkpoint), sweep,
-                     resume=True)  # before Ray starts; again below with the plan's slots
-    _stop_orphans(manifest, stream)
+    measured = sweep if resume else None  # a resumed sweep's own checkpoints are measured
+    if not dry_run:  # a full disk is said before Ray starts (one trial's worth), then per plan
+        check_free_space(storage_need(spec, 1, sweep=measured, checkpoint=checkpoint), sweep,
+                         resume=resume)
     with _connected(address, verbose, stream) as conn:
         plan = make_plan(spec, conn.resources, max_concurrent=max_concurrent, nodes=conn.nodes)
-        runner = replace(runner, placement=plan.placement)
-        need = storage_need(spec, plan.slots, sweep=sweep, checkpoint=checkpoint)
-        plan = replace(plan, storage=check_free_space(need, sweep, resume=True))
+        need = storage_need(spec, plan.slots, sweep=measured, checkpoint=checkpoint)
+        if dry_run:
+            yield _Setup(conn, replace(plan, storage=need.line(free_bytes(sweep.storage))),
+                         runner, need)
+            return
+        plan = replace(plan, storage=check_free_space(need, sweep, resume=resume))
         require_cuda_on_gpu_nodes(spec)
-        unfinished = reconcile(records, recorded)
-        with _disk_full_ends(sweep, need, made=False):
-            if extended:  # the sweep's space as now run
-                sweeps.write_space(sweep, spec.raw)
-            sweeps.begin_run(sweep, manifest, plan={**before, **plan_record(
-                plan, max_concurrent=max_concurrent, deadline=until)})
-        if unfinished:
-            print(f"continuing {len(unfinished)} unfinished trial(s) from their newest "
-                  "checkpoints", file=stream)
-        return _drive(spec, sweep, runner, plan, manifest, conn, records=records,
-                      recorded=recorded, unfinished=unfinished, deadline=until,
-                      verbose=verbose, stream=stream, need=need)
+        yield _Setup(conn, plan, replace(runner, placement=plan.placement), need)
 
 
-def _drive(spec: Spec, sweep: SweepDir, runner: Any, plan: Any, manifest: dict, conn: Any, *,
-           records: TrialRecords, deadline: float | None, verbose: bool, stream: Any,
-           need: StorageNeed, recorded: Sequence[RecordedTrial] = (),
-           unfinished: Sequence[RecordedTrial] = ()) -> SweepResult:
-    """What a new run and a resumed one share once the directory is open: the driver's
-    record, the run's plug-ins, the fit."""
+def _drive(record: SweepRecord, setup: _Setup, *, deadline: float | None, verbose: bool,
+           stream: Any, plan: Mapping[str, Any] | None = None,
+           space: Mapping[str, Any] | None = None) -> SweepResult:
+    """What a new run and a resumed one share once the record is open: the run begins in
+    the manifest (a resume's ``plan`` and changed ``space`` with it), then the run's
+    plug-ins and the fit."""
     from hpsearch.driver.internals import local_ray_processes
 
-    note_gpu_simulation(spec, manifest, stream)
-    record_driver(manifest, local_ray=local_ray_processes() if conn.started_local else [])
-    with _disk_full_ends(sweep, need, made=False):
-        write_manifest(sweep, manifest)
-        run = SweepRun(spec, sweep, runner, plan, records=records, recorded=recorded,
-                       unfinished=unfinished, deadline_at=deadline, stream=stream,
-                       verbose=verbose, need=need)
-    return run.fit(manifest)
+    note_gpu_simulation(record.spec, record.manifest, stream)
+    local_ray = local_ray_processes() if setup.conn.started_local else []
+    with _disk_full_ends(record.sweep, setup.need, made=False):
+        record.begin(local_ray=local_ray, plan=plan, space=space)
+        run = SweepRun(record, setup.runner, setup.plan, deadline_at=deadline,
+                       stream=stream, verbose=verbose, need=setup.need)
+    return run.fit()
 
 
 @contextlib.contextmanager
@@ -220,33 +235,6 @@ def _resumed_spec(sweep: SweepDir, *, trials: int | None, time_budget: str | Non
     overrides.append(f"budget.deadline={deadline}" if deadline is not None
                      else "budget.deadline=null")
     return load_space(sweep.space, overrides), bool(overrides[:-1]) or deadline is not None
-
-
-def _read_record(sweep: SweepDir, spec: Spec) -> tuple[TrialRecords, list[RecordedTrial]]:
-    """The sweep's records (from its tables) and its trials as the study records them,
-    both read and checked before anything is changed.
-
-    Raises:
-        DamagedSweepError: A table or the study cannot be read.
-        SweepNotFoundError: The tables hold trials the study does not name: a sweep of
-            an hpsearch from before trials were linked to the study, which cannot resume.
-    """
-    from hpsearch.driver.search.study import check_sweep_study, recorded_trials
-    from hpsearch.store.tables import load_tables
-
-    records = TrialRecords(spec)
-    records.load(*load_tables(sweep))
-    study = check_sweep_study(sweep, (int(row["optuna_trial"]) for row in records.trials.values()
-                                      if row.get("optuna_trial") is not None))
-    recorded = recorded_trials(study) if study is not None else []
-    named = {t.trial_id for t in recorded}
-    if any(trial_id not in named for trial_id in records.trials):
-        raise SweepNotFoundError(
-            f"sweep {sweep.name!r} was written by an older hpsearch whose study does not name "
-            f"its trials, so it cannot be resumed; its tables stay readable. Continue with a "
-            f"new sweep that learns from it: `hpsearch run {sweep.space} --warm-start "
-            f"{sweep.name} --name {sweep.name}-2`")
-    return records, recorded
 
 
 def _stop_orphans(manifest: dict, stream: Any) -> None:

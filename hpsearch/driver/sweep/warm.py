@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hpsearch.driver.search.study import open_study
+from hpsearch.driver.record.study import open_study
 from hpsearch.driver.search.warmstart import import_trials, resolve_sources, warm_seed
 from hpsearch.space.spec import Spec
 from hpsearch.store.layout import SweepDir

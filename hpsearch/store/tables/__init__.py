@@ -1,9 +1,9 @@
 """Trial tables: :class:`TrialRecords` -> ``trials.parquet`` and ``history.parquet``.
 
-The Tune callback writes both tables atomically and durably at a bounded interval and
-when trials end (at once, unless writing would take more than 2% of the driver's time:
-:class:`hpsearch.driver.monitor.tables.TablesCallback`), so a notebook can read them at
-any moment of a sweep. Readers (:func:`read_trials`, :func:`read_history`) import only
+A sweep's record writes both tables atomically and durably at most every 2 s while
+anything changes, and at the end of the run
+(:meth:`hpsearch.driver.record.sweep_record.SweepRecord.flush`), so a notebook can read
+them at any moment of a sweep. Readers (:func:`read_trials`, :func:`read_history`) import only
 pandas and pyarrow. The schema and the layout are in ``docs/trial-tables.md``.
 
 What a write costs:
@@ -17,9 +17,8 @@ What a write costs:
   (:mod:`hpsearch.store.parts`): a write converts and appends only the reports that
   arrived since the previous one.
 
-A :class:`TablesWriter` holds what is on disk; :func:`write_tables` keeps one per records
-and directory, so every caller of it (the Tune callback, the driver's last write) shares
-it.
+A :class:`TablesWriter` holds what is on disk; a sweep's record owns one for its run.
+:func:`write_tables` writes both tables whole, once.
 
 ============  =========================================================================
 frames        records -> DataFrames with stable column types (the pandas conversion)
@@ -38,13 +37,8 @@ from hpsearch.store.tables.frames import history_frame, trials_frame
 from hpsearch.store.tables.readers import python_value, read_history, read_trials
 from hpsearch.store.tables.resume import load_tables
 from hpsearch.store.tables.single import prepare_single_trial_dir, write_single_trial
-from hpsearch.store.tables.writer import (
-    TablesWriter,
-    tables_writer,
-    write_parquet_atomic,
-    write_tables,
-)
+from hpsearch.store.tables.writer import TablesWriter, write_parquet_atomic, write_tables
 
 __all__ = ["TablesWriter", "history_frame", "load_tables", "prepare_single_trial_dir",
-           "python_value", "read_history", "read_trials", "tables_writer", "trials_frame",
+           "python_value", "read_history", "read_trials", "trials_frame",
            "write_parquet_atomic", "write_single_trial", "write_tables"]

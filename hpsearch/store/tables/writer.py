@@ -7,7 +7,6 @@ that arrived since the previous write (:class:`hpsearch.store.parts.HistoryWrite
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -26,7 +25,7 @@ from hpsearch.store.tables.frames import (
     trials_frame,
 )
 
-__all__ = ["TablesWriter", "tables_writer", "write_parquet_atomic", "write_tables"]
+__all__ = ["TablesWriter", "write_parquet_atomic", "write_tables"]
 
 
 def write_parquet_atomic(df, path: Path) -> None:
@@ -187,30 +186,12 @@ class TablesWriter:
                      lambda tmp: pq.write_table(table, tmp, compression="snappy"))
 
 
-# One writer per records and directory: it knows what is on disk. Weak, so records that
-# are gone take their writers with them.
-_WRITERS: "weakref.WeakKeyDictionary[TrialRecords, dict[Path, TablesWriter]]" = \
-    weakref.WeakKeyDictionary()
-
-
-def tables_writer(records: TrialRecords, sweep: SweepDir) -> TablesWriter:
-    """The writer of ``records`` into ``sweep`` (made on first use)."""
-    mine = _WRITERS.setdefault(records, {})
-    writer = mine.get(sweep.path)
-    if writer is None:
-        writer = mine[sweep.path] = TablesWriter(sweep)
-    return writer
-
-
 def write_tables(records: TrialRecords, sweep: SweepDir) -> None:
-    """Bring ``sweep``'s tables up to date with ``records``: replace ``trials.parquet``,
-    and append the reports that arrived since the last call to the history.
-
-    The first call for a records and directory writes both tables whole (and turns a
-    single-file history into a dataset of parts).
+    """Write ``sweep``'s tables whole from ``records``, once (a single trial's tables, a
+    notebook's, a test's). A running sweep's record keeps one :class:`TablesWriter`, which
+    after its first write appends only the reports that arrived since.
 
     Raises:
-        StorageError: A file could not be written; what is on disk is whole, and the next
-            call writes what this one could not.
+        StorageError: A file could not be written; what is on disk is whole.
     """
-    tables_writer(records, sweep).write(records)
+    TablesWriter(sweep).write(records)

@@ -55,7 +55,7 @@ def test_a_warm_sweeps_pool_follows_its_share_of_the_ledger(ray_instance, tmp_pa
     from hpsearch.driver.trials.warm import WarmRunner
     from hpsearch.space import parse_space
     from hpsearch.store.layout import SweepDir
-    from hpsearch.store.records import TrialRecords
+    from hpsearch.driver.record.sweep_record import SweepRecord
 
     cpus = int(ray_instance.cluster_resources()["CPU"])
     spec = parse_space({
@@ -72,7 +72,7 @@ def test_a_warm_sweeps_pool_follows_its_share_of_the_ledger(ray_instance, tmp_pa
     sweep.path.mkdir(parents=True)
     plan = make_plan(spec, ray_instance.cluster_resources())
     assert plan.slots == cpus
-    run = SweepRun(spec, sweep, runner, plan, records=TrialRecords(spec), stream=io.StringIO())
+    run = SweepRun(SweepRecord(spec, sweep), runner, plan, stream=io.StringIO())
     run.admission.ledger.every_s = 0.0
     run.housekeeping.every_s = 0.0
     other = LedgerClient(SweepClaim("test-other", "other", {"CPU": 1}, want=cpus,

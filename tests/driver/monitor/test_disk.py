@@ -12,6 +12,7 @@ import optuna
 from hpsearch.driver.monitor.disk import DiskWatch
 from hpsearch.driver.monitor.stops import SweepStopper
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.searcher import SweepSearcher
 from hpsearch.space import load_space
 from hpsearch.store.layout import SweepDir
@@ -42,8 +43,8 @@ def test_a_trial_whose_checkpoint_met_a_full_disk_is_paused_and_the_sweep_stops(
     watch.on_trial_start(0, [], tune_trial(tmp_path, "t1", "aaa", error=RAY_ERROR))
     watch.on_trial_start(0, [], tune_trial(tmp_path, "t2", "bbb", error="ValueError: bad lr"))
     assert not stopper.stop_all()
-    assert not watch.trial_errored("t2") and not watch.full  # its own code's error
-    assert watch.trial_errored("t1") and watch.paused == {"aaa"}
+    assert not watch.pauses("bbb") and not watch.full  # its own code's error
+    assert watch.pauses("aaa") and watch.paused == {"aaa"}
     assert stopper.stop_all() and stopper.reason == "disk_full"
     watch.note("writing the trial tables", OSError(errno.ENOSPC, "No space left on device"))
     assert len(said) == 1 and "is full (writing trial aaa's files)" in said[0]
@@ -57,14 +58,18 @@ def test_a_write_of_the_drivers_that_meets_a_full_disk_counts_and_others_do_not(
     assert watch.full and watch.evidence == "writing the study journal"
 
 
-def test_the_searcher_leaves_a_paused_trial_running_in_the_study_and_the_records(tmp_path):
+def test_the_record_leaves_a_paused_trial_running_in_the_study_and_its_row(tmp_path):
+    """The disk watch is a watcher of the sweep's record: the trial whose checkpoint met a
+    full disk is neither told to the study nor ended in the rows; one whose code failed
+    is. Without the watcher attached, both fail."""
     spec = load_space("search_spaces/quickstart.yaml")
-    records = TrialRecords(spec)
-    study = optuna.create_study()
+    record = SweepRecord.in_memory(spec)
+    study = record.open_study(directions=["minimize"])
+    records = record.rows
     watch = DiskWatch(SweepDir(tmp_path))
+    record.watch(watch)
     admission = SimpleNamespace(decide=lambda **kw: "start", planned=8)
-    searcher = SweepSearcher(spec, study=study, records=records, admission=admission,
-                             disk=watch)
+    searcher = SweepSearcher(record, admission=admission)
     for tune_id, error in (("t1", RAY_ERROR), ("t2", "RuntimeError: a bug")):
         config = searcher.suggest(tune_id)
         watch.on_trial_start(0, [], tune_trial(tmp_path, tune_id, config[TRIAL_ID_KEY], error))

@@ -16,10 +16,10 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
 from hpsearch.driver.search.rungs import Rungs, milestones_of
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.schedulers import SweepASHA, rung_values
-from hpsearch.driver.search.study import RecordedTrial
+from hpsearch.driver.record.study import RecordedTrial
 from hpsearch.space import parse_space
-from hpsearch.store.records import TrialRecords
 
 STOP, GO = TrialScheduler.STOP, TrialScheduler.CONTINUE
 
@@ -69,7 +69,7 @@ def ray_asha(spec):
 
 
 def both(spec, events):
-    ours = decisions(SweepASHA(spec, TrialRecords(spec)), events)
+    ours = decisions(SweepASHA(spec, SweepRecord.in_memory(spec)), events)
     theirs = decisions(ray_asha(spec), events, add=True)
     return ours, theirs
 
@@ -208,10 +208,11 @@ def test_other_rung_shapes_decide_as_rays_asha(grace, rf, max_t):
 
 def test_stops_before_max_t_are_marked_in_the_records_and_reaching_max_t_is_not():
     spec = spec_for("min")
-    records = TrialRecords(spec)
+    record = SweepRecord.in_memory(spec)
     for key in "abc":
-        records.start(key, {"lr": 0.01})
-    asha = SweepASHA(spec, records)
+        record.start(key, {"lr": 0.01})
+    asha = SweepASHA(spec, record)
+    records = record.rows
     decisions(asha, [("a", 1, 0.1, "result"), ("b", 1, 0.9, "result"),
                      ("a", 9, 0.05, "result"), ("c", 1, 0.05, "result")])
     assert [bool(records.trials[k].get("stopped_early")) for k in "abc"] == [False, True, False]
@@ -228,8 +229,8 @@ def test_rungs_seeded_from_the_study_decide_as_if_the_sweep_had_never_stopped():
     spec = spec_for("min")
     events = [e for e in random_events(7) if e[3] == "result"]
     half = len(events) // 2
-    expected = decisions(SweepASHA(spec, TrialRecords(spec)), events)
-    first = SweepASHA(spec, TrialRecords(spec))
+    expected = decisions(SweepASHA(spec, SweepRecord.in_memory(spec)), events)
+    first = SweepASHA(spec, SweepRecord.in_memory(spec))
     before = decisions(first, events[:half])
     stopped = {key for key, _, d in before if d == STOP}
     rest = [e for e in events[half:] if e[0] not in stopped]
@@ -239,8 +240,8 @@ def test_rungs_seeded_from_the_study_decide_as_if_the_sweep_had_never_stopped():
                                          for m in first.rungs.milestones
                                          if key in first.rungs.recorded[m]})
              for i, key in enumerate(sorted({e[0] for e in events}))]
-    seeded = SweepASHA(spec, TrialRecords(spec),
+    seeded = SweepASHA(spec, SweepRecord.in_memory(spec),
                        seeded=rung_values(study, spec.scheduler.rungs()))
     after = decisions(seeded, rest)
     assert after == expected[len(before):]
-    assert decisions(SweepASHA(spec, TrialRecords(spec)), rest) != after
+    assert decisions(SweepASHA(spec, SweepRecord.in_memory(spec)), rest) != after

@@ -46,7 +46,7 @@ def test_qmc_then_tpe_takes_sobol_points_first_then_tpe():
 def test_nsga2_is_offered_for_several_objectives_and_told_the_constraints():
     import warnings
 
-    from hpsearch.driver.search.objectives import directions, set_constraints, violations
+    from hpsearch.driver.record.objectives import directions, set_constraints, violations
     from hpsearch.space.spec import Constraint
 
     spec = parse_space({

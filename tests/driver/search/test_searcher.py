@@ -17,11 +17,12 @@ from hpsearch.driver.limits.admission import Admission
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
 from hpsearch.driver.search.schedulers import SweepASHA
 from hpsearch.driver.search.searcher import SweepSearcher
-from hpsearch.driver.search.study import load_sweep_study, open_study, recorded_trials
-from hpsearch.driver.sweep.record import reconcile
+from hpsearch.driver.record.study import load_sweep_study
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.space import parse_space
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import TrialRecords
+from hpsearch.store.tables import write_tables
 from hpsearch.store.reports import OBJECTIVE_MISSING
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -43,32 +44,30 @@ def make_spec(mode="min", *, max_t=9, time_attr="epoch", num=8):
 class Tune:
     """Tune's calls into a searcher and scheduler, for one run of a sweep."""
 
-    def __init__(self, spec, sweep, *, slots=2, records=None):
+    def __init__(self, spec, sweep, *, slots=2):
         self.spec = spec
-        self.records = records or TrialRecords(spec)
-        recorded = []
-        if sweep.optuna.exists():
-            recorded = recorded_trials(load_sweep_study(sweep))
-        unfinished = reconcile(self.records, recorded)
-        self.study, self.journal = open_study(sweep, direction="minimize" if spec.objective.mode
-                                              == "min" else "maximize")
+        # A sweep with tables resumes: its record read back from disk and reconciled.
+        self.record = SweepRecord.open(spec, sweep, {}) if sweep.trials.exists() \
+            else SweepRecord(spec, sweep)
+        self.records = self.record.rows
+        self.study = self.record.open_study(directions=[
+            "minimize" if spec.objective.mode == "min" else "maximize"])
+        self.journal = self.record.journal
         self.admission = Admission(planned=spec.trials.num, slots=slots)
-        self.searcher = SweepSearcher(spec, study=self.study, records=self.records,
-                                      admission=self.admission, unfinished=unfinished,
-                                      journal=self.journal, planned_before=len(recorded))
-        self.asha = SweepASHA(spec, self.records)
+        self.searcher = SweepSearcher(self.record, admission=self.admission)
+        self.asha = SweepASHA(spec, self.record)
         self.configs = {}
 
     def start(self, tune_id):
         config = self.searcher.suggest(tune_id)
         if isinstance(config, dict):
             self.configs[tune_id] = config
-            self.records.start(config[TRIAL_ID_KEY], config)
+            self.record.start(config[TRIAL_ID_KEY], config)
         return config
 
     def report(self, tune_id, result):
         trial = type("T", (), {"trial_id": tune_id, "config": self.configs[tune_id]})()
-        self.records.result(trial.config[TRIAL_ID_KEY], result)
+        self.record.report(trial.config[TRIAL_ID_KEY], result)
         if self.asha.on_trial_result(None, trial, result) == "STOP":
             self.searcher.on_trial_complete(tune_id, result)
             return "STOP"
@@ -219,9 +218,10 @@ def test_a_resumed_sweep_continues_its_unfinished_trials_first_as_the_same_optun
     tables = TrialRecords(spec)
     tables.start("a", first.configs["a"])
     tables.start("b", first.configs["b"])
+    write_tables(tables, sweep)
 
-    second = Tune(spec, sweep, slots=2, records=tables)
-    assert tables.trials["a"]["status"] == "completed"  # ended as the study says
+    second = Tune(spec, sweep, slots=2)
+    assert second.records.trials["a"]["status"] == "completed"  # ended as the study says
     config = second.start("x1")  # Tune's new id for b
     assert config == {**params_b, TRIAL_ID_KEY: "b"}
     assert second.report("x1", report(3, 0.3)) == "CONTINUE"

@@ -14,17 +14,17 @@ from ray.tune.schedulers import TrialScheduler
 
 from hpsearch.driver.limits.admission import Admission
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
-from hpsearch.driver.search.objectives import CONSTRAINTS_ATTR, directions
+from hpsearch.driver.record.objectives import CONSTRAINTS_ATTR, directions
 from hpsearch.driver.search.pareto import ParetoRungs
 from hpsearch.driver.search.samplers import make_sampler
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.schedulers import SweepASHA, rung_values
 from hpsearch.driver.search.searcher import SweepSearcher
-from hpsearch.driver.search.study import load_sweep_study, open_study, recorded_trials
+from hpsearch.driver.record.study import load_sweep_study, recorded_trials
 from hpsearch.space import parse_space
 from hpsearch.space.spec import Constraint, Objective
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
-from hpsearch.store.records import TrialRecords
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -50,12 +50,11 @@ def test_mo_asha_stops_the_dominated_trial_and_the_study_keeps_the_feasible_fron
     spec = make_spec()
     sweep = SweepDir(tmp_path / "mo")
     sweep.path.mkdir()
-    records = TrialRecords(spec)
-    study, journal = open_study(sweep, directions=directions(spec.objectives),
-                                sampler=make_sampler(spec))
-    searcher = SweepSearcher(spec, study=study, records=records,
-                             admission=Admission(planned=3, slots=3), journal=journal)
-    asha = SweepASHA(spec, records)
+    record = SweepRecord(spec, sweep)
+    record.open_study(directions=directions(spec.objectives), sampler=make_sampler(spec))
+    records = record.rows
+    searcher = SweepSearcher(record, admission=Admission(planned=3, slots=3))
+    asha = SweepASHA(spec, record)
     assert isinstance(asha.rungs, ParetoRungs)
     # (val_loss, samples_per_s, val_accuracy) at epochs 1..3, one rung (epoch 1, keeping
     # the top third): a is first there; b, dominated by a, stops; c dominates both and
@@ -107,11 +106,10 @@ def one_at_a_time(tmp_path, spec):
     """A sweep directory, records and a searcher that runs one trial at a time."""
     sweep = SweepDir(tmp_path / spec.name)
     sweep.path.mkdir()
-    records = TrialRecords(spec)
-    study, journal = open_study(sweep, directions=directions(spec.objectives))
-    searcher = SweepSearcher(spec, study=study, records=records,
-                             admission=Admission(planned=3, slots=1), journal=journal)
-    return sweep, records, searcher
+    record = SweepRecord(spec, sweep)
+    record.open_study(directions=directions(spec.objectives))
+    searcher = SweepSearcher(record, admission=Admission(planned=3, slots=1))
+    return sweep, record.rows, searcher
 
 
 def test_one_objective_sweeps_tell_the_study_as_before(tmp_path):

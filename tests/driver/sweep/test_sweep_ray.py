@@ -81,7 +81,7 @@ def test_ddp_sweep_runs_waves_stops_weak_trials_and_writes_consistent_tables(
 
     # Every trial is in the Optuna study, linked by trial_id, COMPLETE with the table's
     # final value when it completed, PRUNED with its curve when ASHA stopped it.
-    from hpsearch.driver.search.study import load_sweep_study
+    from hpsearch.driver.record.study import load_sweep_study
 
     study = load_sweep_study(SweepDir(sweep_dir))
     assert len(study.trials) == 6

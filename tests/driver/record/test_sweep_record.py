@@ -1,5 +1,6 @@
-"""The study and the tables made to agree: on resume (:func:`reconcile`) and at a sweep's
-end (:func:`settle`), with real Optuna studies and real records (no Ray)."""
+"""The sweep's record makes the study and the tables agree: on resume
+(:meth:`SweepRecord.open`) and at a sweep's end (:meth:`SweepRecord.settle`), with real
+Optuna studies, real tables on disk and real records (no Ray)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpsearch.driver.search.study import open_study, recorded_trials
-from hpsearch.driver.sweep.record import reconcile, settle
+from hpsearch.driver.record.study import open_study, recorded_trials
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.space.spec import FloatParam, Objective, Scheduler, Spec
 from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import TrialRecords
+from hpsearch.store.tables import write_tables
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -31,15 +33,16 @@ def asked(study, trial_id, lr, reports=()):
 
 
 @pytest.fixture
-def study(tmp_path):
+def sweep(tmp_path):
     sweep = SweepDir.of(tmp_path / "t")
     sweep.path.mkdir()
-    return open_study(sweep, direction="minimize")[0]
+    return sweep
 
 
-def test_resume_ends_what_the_study_ended_and_continues_what_it_still_runs(study):
+def test_resume_ends_what_the_study_ended_and_continues_what_it_still_runs(sweep):
     """The driver was killed after the study knew that `done` completed and `pruned` was
     stopped, but before the tables said so; `running` was still training."""
+    study = open_study(sweep, direction="minimize")[0]
     done = asked(study, "done", 0.01, [(1, 0.9), (9, 0.3)])
     done.set_user_attr("status", "completed")
     study.tell(done, 0.3)
@@ -50,8 +53,10 @@ def test_resume_ends_what_the_study_ended_and_continues_what_it_still_runs(study
     tables = TrialRecords(SPEC)  # as last written: done and running started, no more
     tables.start("done", {"lr": 0.01})
     tables.start("running", {"lr": 0.03})
+    write_tables(tables, sweep)
 
-    unfinished = reconcile(tables, recorded_trials(study))
+    record = SweepRecord.open(SPEC, sweep, {})
+    unfinished, tables = record.unfinished, record.rows
 
     assert [t.trial_id for t in unfinished] == ["running"]
     assert unfinished[0].params == {"lr": 0.03} and unfinished[0].intermediate == {1: 0.8, 2: 0.7}
@@ -64,13 +69,15 @@ def test_resume_ends_what_the_study_ended_and_continues_what_it_still_runs(study
     assert tables.trials["running"]["optuna_trial"] == unfinished[0].number
 
 
-def test_a_sweeps_end_stops_what_still_runs_and_gives_every_study_trial_a_row(study):
+def test_a_sweeps_end_stops_what_still_runs_and_gives_every_study_trial_a_row(sweep):
+    record = SweepRecord(SPEC, sweep)
+    study = record.open_study(directions=["minimize"])
     ran = asked(study, "ran", 0.01, [(1, 1.0)])
     asked(study, "pending", 0.02)  # asked; the time budget ended the sweep first
-    records = TrialRecords(SPEC)
-    records.start("ran", {"lr": 0.01})
-    records.result("ran", {"epoch": 1, "val_loss": 1.0, "time_total_s": 1.0})
-    told = settle(study, records)
+    record.start("ran", {"lr": 0.01})
+    record.report("ran", {"epoch": 1, "val_loss": 1.0, "time_total_s": 1.0})
+    records = record.rows
+    told = record.settle()
     assert told == {ran.number: "PRUNED", ran.number + 1: "FAIL"}
     by_id = {t.trial_id: t for t in recorded_trials(study)}
     assert (by_id["ran"].state, by_id["ran"].status) == (TrialState.PRUNED, "stopped")
@@ -78,7 +85,7 @@ def test_a_sweeps_end_stops_what_still_runs_and_gives_every_study_trial_a_row(st
     assert records.trials["pending"]["status"] == "stopped"
     assert records.trials["pending"]["lr"] == 0.02
     assert records.trials["pending"]["optuna_trial"] == by_id["pending"].number
-    assert settle(study, records) == {}  # settled once
+    assert record.settle() == {}  # settled once
 
 
 def test_an_older_sweeps_sqlite_study_has_its_unlinked_running_trials_failed(tmp_path):
@@ -89,7 +96,9 @@ def test_an_older_sweeps_sqlite_study_has_its_unlinked_running_trials_failed(tmp
     study.ask()  # asked by a driver that then died, before trials carried a trial_id
     again, journal = open_study(sweep, create=False)
     assert journal is None  # SQLite writes through itself
-    assert settle(again, TrialRecords(SPEC)) == {1: "FAIL"}
+    record = SweepRecord(SPEC, sweep)
+    record.study = again
+    assert record.settle() == {1: "FAIL"}
     states = [t.state for t in optuna.load_study(study_name="old",
                                                  storage=sweep.optuna_sqlite_url).trials]
     assert states == [TrialState.COMPLETE, TrialState.FAIL]

@@ -10,7 +10,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpsearch.driver.search.study import (
+from hpsearch.driver.record.study import (
     check_sweep_study,
     open_study,
     recorded_trials,

@@ -29,7 +29,7 @@ import optuna
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.trial import TrialState
 
-from hpsearch.driver.search.objectives import reported
+from hpsearch.driver.record.objectives import reported
 from hpsearch.errors import DamagedSweepError
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
@@ -263,7 +263,7 @@ class RecordedTrial:
         params: Its sampled parameters.
         value: Its value, when ``COMPLETE`` (a tuple in a study of several objectives).
         intermediate: ``{study step: value}`` of its reports (a tuple of values, one per
-            objective, in a study of several: :func:`~hpsearch.driver.search.objectives.reported`).
+            objective, in a study of several: :func:`~hpsearch.driver.record.objectives.reported`).
     """
 
     trial_id: str

@@ -10,12 +10,12 @@ import warnings
 import optuna
 import pytest
 
-from hpsearch.driver.search.objectives import (
+from hpsearch.driver.record.objectives import (
     CONSTRAINTS_ATTR, ConstraintMetricMissing, check_first_report, constraints_func,
     directions, feasible, missing_metrics, report_values, reported, sampler_constraints,
     set_constraints, violations,
 )
-from hpsearch.driver.search.study import open_study
+from hpsearch.driver.record.study import open_study
 from hpsearch.space.spec import Constraint, Objective
 from hpsearch.store.layout import SweepDir
 
@@ -127,7 +127,7 @@ def test_optuna_4s_constraints_func_reads_the_stored_violations_or_breaks_every_
 
 
 def test_the_record_a_resume_reads_holds_a_study_of_several_objectives(tmp_path):
-    from hpsearch.driver.search.study import recorded_trials
+    from hpsearch.driver.record.study import recorded_trials
 
     study = optuna.create_study(directions=directions((LOSS, SPEED)))
     for n, end in enumerate(("complete", "pruned", "running")):

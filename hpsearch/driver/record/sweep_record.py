@@ -1,0 +1,359 @@
+"""One sweep's record, with one owner: :class:`SweepRecord`.
+
+A sweep's truth is its study journal (where a trial begins and where its end becomes
+durable), its trial rows (:class:`~hpsearch.store.records.TrialRecords`, written out as
+the trial tables) and its manifest. :class:`SweepRecord` owns all four for one run of the
+sweep, and every change to them is one of its verbs:
+
+==============  ===========================================================================
+``create``      a new sweep's directory, space and manifest
+``open``        an existing sweep, read and checked, the rows made to agree with the study
+``open_study``  the study with this run's sampler, and its journal
+``start``       a trial's row begins (Tune started it)
+``report``      one report: the row, the history (the study's step is the searcher's)
+``end``         the one place a trial ends: its row, the study's tell, the journal synced
+``annotate``    what is learnt after an end: the error's line, the last checkpoint
+``prune``       the checkpoints of ended trials outside the best ones deleted, rows marked
+``flush``       the journal synced, then both tables written (at most every few seconds)
+``settle``      a sweep ended for good: every trial the study still runs is ended
+``close``       the manifest's last word on this run
+==============  ===========================================================================
+
+The searcher, the ASHA scheduler and the tables callback forward Tune's events here; the
+progress line, the stopper and the admission read :attr:`SweepRecord.rows`. A feature that
+changes how a trial ends attaches as a *watcher* (:class:`RecordWatcher`): the full-disk
+watch pauses a trial instead of failing it, and hears of every write the disk refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Mapping, Protocol, Sequence
+
+from optuna.trial import TrialState
+
+from hpsearch.driver.record.objectives import set_constraints, violations
+from hpsearch.driver.record.study import (RecordedTrial, check_sweep_study, open_study,
+                                          recorded_trials, study_outcome)
+from hpsearch.errors import StorageError, SweepNotFoundError
+from hpsearch.space.spec import Spec
+from hpsearch.store import status as st
+from hpsearch.store import sweeps
+from hpsearch.store.layout import SweepDir
+from hpsearch.store.manifest import record_driver, write_manifest
+from hpsearch.store.records import TrialRecords
+from hpsearch.store.retention import CheckpointPruner
+from hpsearch.store.tables.writer import TablesWriter
+
+__all__ = ["RecordWatcher", "SweepRecord"]
+
+logger = logging.getLogger(__name__)
+
+
+class RecordWatcher(Protocol):
+    """A feature that changes how trials end (the full-disk watch is one)."""
+
+    def pauses(self, trial_id: str) -> bool:
+        """Whether ``trial_id``, which errored, is paused (left unfinished) instead."""
+
+    def write_failed(self, what: str, error: BaseException) -> bool:
+        """``error`` met the record's write of ``what``; whether the watcher handles it."""
+
+
+class SweepRecord:
+    """The study, the trial rows, the tables' writer and the manifest of one sweep.
+
+    Build it with :meth:`create` (a new sweep), :meth:`open` (a resume) or
+    :meth:`in_memory` (a replay, a test: no files), then :meth:`open_study`.
+
+    Attributes:
+        spec: The sweep's spec as this run runs it.
+        sweep: Its directory (``None`` in memory).
+        rows: The trial rows and reports (read them; change them through the record).
+        recorded: The sweep's trials the study held when this run began.
+        unfinished: Those of them this run continues first (a resume).
+        manifest: The manifest, as this run keeps it.
+        study, journal: The study and its journal, once :meth:`open_study` ran.
+        storage_error: The last table write's failure, cleared by one that succeeds.
+    """
+
+    def __init__(self, spec: Spec, sweep: SweepDir | None, *, rows: TrialRecords | None = None,
+                 recorded: Sequence[RecordedTrial] = (),
+                 unfinished: Sequence[RecordedTrial] = (),
+                 manifest: dict[str, Any] | None = None, interval_s: float = 2.0):
+        self.spec = spec
+        self.sweep = sweep
+        self.rows = rows if rows is not None else TrialRecords(spec)
+        self.recorded = list(recorded)
+        self.unfinished = list(unfinished)
+        self.manifest = manifest if manifest is not None else {}
+        self.study: Any = None
+        self.journal: Any = None
+        self.storage_error: StorageError | None = None
+        self.writes = 0
+        self.interval_s = interval_s
+        self._writer = TablesWriter(sweep) if sweep is not None else None
+        self._pruner = CheckpointPruner()
+        self._watchers: list[RecordWatcher] = []
+        self._written_version = -1
+        self._last_write = 0.0
+
+    # --- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, spec: Spec, sweep: SweepDir, manifest: dict[str, Any], *,
+               replace: bool) -> "SweepRecord":
+        """A new sweep at ``sweep``: its directory, ``space.yaml`` and manifest written
+        (the sweep there first deleted with ``replace``).
+
+        Raises:
+            StorageError: The directory cannot be created or written.
+        """
+        sweeps.create(sweep, spec.raw, manifest, replace=replace)
+        return cls(spec, sweep, manifest=manifest)
+
+    @classmethod
+    def open(cls, spec: Spec, sweep: SweepDir, manifest: dict[str, Any]) -> "SweepRecord":
+        """The sweep at ``sweep`` to resume: its tables and study read and checked before
+        anything is changed, then made to agree (:meth:`_reconcile`).
+
+        Raises:
+            DamagedSweepError: A table or the study cannot be read.
+            SweepNotFoundError: The tables hold trials the study does not name: a sweep of
+                an hpsearch from before trials were linked to the study, which cannot
+                resume.
+        """
+        from hpsearch.store.tables import load_tables
+
+        rows = TrialRecords(spec)
+        rows.load(*load_tables(sweep))
+        study = check_sweep_study(sweep, (int(r["optuna_trial"]) for r in rows.trials.values()
+                                          if r.get("optuna_trial") is not None))
+        recorded = recorded_trials(study) if study is not None else []
+        named = {t.trial_id for t in recorded}
+        if any(trial_id not in named for trial_id in rows.trials):
+            raise SweepNotFoundError(
+                f"sweep {sweep.name!r} was written by an older hpsearch whose study does not "
+                f"name its trials, so it cannot be resumed; its tables stay readable. "
+                f"Continue with a new sweep that learns from it: `hpsearch run {sweep.space} "
+                f"--warm-start {sweep.name} --name {sweep.name}-2`")
+        return cls(spec, sweep, rows=rows, recorded=recorded,
+                   unfinished=_reconcile(rows, recorded), manifest=manifest)
+
+    @classmethod
+    def in_memory(cls, spec: Spec) -> "SweepRecord":
+        """A record with no files: the study in memory, nothing written (replays, tests)."""
+        return cls(spec, None)
+
+    def open_study(self, *, sampler: Any = None, directions: Sequence[str]) -> Any:
+        """Open (or create) the study with this run's ``sampler``; returns it."""
+        if self.sweep is None:
+            import optuna
+
+            self.study = optuna.create_study(directions=list(directions), sampler=sampler)
+        else:
+            self.study, self.journal = open_study(self.sweep, directions=directions,
+                                                  sampler=sampler)
+        return self.study
+
+    def watch(self, watcher: RecordWatcher) -> None:
+        """Attach a feature that may pause trials and hears of refused writes."""
+        self._watchers.append(watcher)
+
+    def begin(self, *, local_ray: list[dict[str, int]], plan: Mapping[str, Any] | None = None,
+              space: Mapping[str, Any] | None = None) -> None:
+        """This run begins: who drives it, recorded in the manifest (a resume's run, with
+        its ``plan``, and its ``space`` when the resume changed it)."""
+        if self.sweep is None:
+            return
+        if plan is not None:
+            sweeps.begin_run(self.sweep, self.manifest, plan=plan)
+        if space is not None:
+            sweeps.write_space(self.sweep, space)
+        record_driver(self.manifest, local_ray=local_ray)
+        write_manifest(self.sweep, self.manifest)
+
+    # --- a trial's life ----------------------------------------------------------------
+
+    def start(self, trial_id: str, params: Mapping[str, Any]) -> None:
+        """Tune started the trial (again, after a failure it retries)."""
+        self.rows.start(trial_id, params)
+
+    def link(self, trial_id: str, number: int) -> None:
+        """The Optuna trial that proposed ``trial_id``."""
+        self.rows.link_optuna(trial_id, number)
+
+    def report(self, trial_id: str, result: Mapping[str, Any]) -> None:
+        """One report of the trial: its row and the history."""
+        self.rows.result(trial_id, result)
+
+    def stopped_early(self, trial_id: str) -> None:
+        """ASHA stopped the trial at a rung (before ``max_t``)."""
+        self.rows.stopped_by_scheduler(trial_id)
+
+    def end(self, trial_id: str, trial: Any, *, errored: bool = False, returned: bool = False,
+            last: Mapping[str, Any] | None = None, reported: bool = False) -> str | None:
+        """End the trial: its row, then the study's tell with the matching state, then
+        the journal synced, from when on its result is durable. Returns its status, or
+        ``None`` when a watcher paused it (its row and study trial stay unfinished).
+
+        Args:
+            trial: Its ``optuna.Trial``.
+            errored: Its code raised.
+            returned: Its training function returned by itself.
+            last: Its last report with every objective (several objectives and
+                constraints are told from it).
+            reported: Whether it reported any objective value to the study.
+        """
+        if errored and any(w.pauses(trial_id) for w in self._watchers):
+            return None
+        status = self.rows.end(trial_id, errored=errored, returned=returned)
+        if self.spec.several_objectives:
+            value: Any = [(last or {}).get(o.metric) for o in self.spec.objectives]
+        else:
+            value = self.rows.trials[trial_id].get("final_value")
+        state, value = study_outcome(status, value=value, has_reports=reported)
+        try:
+            trial.set_user_attr("status", status)
+            if self.spec.constraints and last is not None and state != TrialState.FAIL:
+                set_constraints(trial, violations(self.spec.constraints, last))
+            self.study.tell(trial, value, state=state, skip_if_finished=True)
+            if self.journal is not None:
+                self.journal.sync()  # the trial's end is durable from here on
+        except Exception as exc:  # noqa: BLE001 - one bad tell must not end the sweep
+            if not self._write_failed("writing the study journal", exc):
+                logger.warning("could not tell Optuna how trial %s ended: %s", trial_id, exc)
+        return status
+
+    def annotate(self, trial_id: str, *, error: str | None = None,
+                 checkpoint: str | None = None) -> None:
+        """What was learnt after an ended trial's end (a paused trial's row stays clean)."""
+        if self.rows.trials.get(trial_id, {}).get("status") in st.ENDED:
+            self.rows.annotate(trial_id, error=error, checkpoint=checkpoint)
+
+    def prune(self) -> None:
+        """Delete the checkpoints of ended trials outside the best ones kept
+        (``checkpoints.keep_best_trials``); their rows say so."""
+        if self.sweep is None:
+            return
+        try:
+            self._pruner.prune(self.rows, self.sweep)
+        except OSError:  # a checkpoint we cannot delete must not stop the sweep
+            pass
+
+    # --- the sweep's end -----------------------------------------------------------------
+
+    def settle(self) -> dict[int, str]:
+        """End, in the study and the rows, every trial the study still runs: the sweep
+        ended for good (finished, time budget, deadline, all failed, stalled), not
+        interrupted. A trial asked but never started gets a ``stopped`` row, so the trial
+        table lists every trial the study holds. Returns what was told (Optuna number ->
+        state name)."""
+        import optuna
+
+        from hpsearch.driver.internals import reopen_trial
+
+        told: dict[int, str] = {}
+        for trial in recorded_trials(self.study):
+            if trial.ended:
+                continue
+            if trial.trial_id not in self.rows.trials:
+                self.rows.add_without_reports(trial.trial_id, trial.params,
+                                              optuna_trial=trial.number)
+            status = self.rows.end(trial.trial_id, budget_expired=True)
+            row = self.rows.trials[trial.trial_id]
+            state, value = study_outcome(status, value=row.get("final_value"),
+                                         has_reports=bool(trial.intermediate))
+            handle = reopen_trial(self.study, trial.number)
+            handle.set_user_attr("status", status)
+            self.study.tell(handle, value, state=state, skip_if_finished=True)
+            told[trial.number] = state.name
+        running = (optuna.trial.TrialState.RUNNING,)
+        for trial in self.study.get_trials(deepcopy=False, states=running):
+            if "trial_id" not in trial.user_attrs:  # an older hpsearch's, never linked
+                self.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+                told[trial.number] = "FAIL"
+        if told and self.journal is not None:
+            self.journal.sync()
+        return told
+
+    def flush(self, *, force: bool = False) -> None:
+        """Sync the journal, then write both tables, if anything changed since the last
+        write and ``interval_s`` has passed (unless ``force``). The tables never name a
+        trial a power cut could take from the study. A failure is kept in
+        :attr:`storage_error` (the run goes on; the driver raises it at the end)."""
+        now = time.monotonic()
+        version = self.rows.version
+        if self._writer is None or version == self._written_version or (
+                not force and now - self._last_write < self.interval_s):
+            return
+        self._last_write = now
+        try:
+            if self.journal is not None:
+                self.journal.sync()
+            self._writer.write(self.rows)
+            self._written_version = version
+            self.storage_error = None  # the tables on disk are whole and current again
+        except StorageError as exc:
+            self.storage_error = exc
+        except OSError as exc:  # the journal could not be flushed
+            self.storage_error = StorageError(
+                f"cannot flush the study journal in {self.sweep}: {exc.strerror or exc}",
+                errno=exc.errno)
+        if self.storage_error is not None:
+            self._write_failed("writing the trial tables", self.storage_error)
+        self.writes += 1
+
+    def close(self, status: str) -> dict[str, int]:
+        """Record how this run ended in the manifest; returns the trials per status."""
+        counts = self.rows.counts()
+        if self.sweep is not None:
+            sweeps.end_run(self.sweep, self.manifest, status=status, counts=counts)
+        return counts
+
+    # --- questions -----------------------------------------------------------------------
+
+    def best(self) -> dict[str, Any] | None:
+        return self.rows.best()
+
+    def front(self) -> list[dict[str, Any]]:
+        """The rows on the Pareto front (several objectives)."""
+        return [r for r in self.rows.trials.values() if r.get("pareto")]
+
+    # --- inside --------------------------------------------------------------------------
+
+    def _write_failed(self, what: str, error: BaseException) -> bool:
+        return any([w.write_failed(what, error) for w in self._watchers])
+
+
+def _reconcile(rows: TrialRecords, recorded: Sequence[RecordedTrial]) -> list[RecordedTrial]:
+    """Make the rows (loaded from the tables) agree with the study's ``recorded`` trials;
+    returns the unfinished ones, to continue, in the study's order.
+
+    A trial the study has ended but the tables have not (the driver was killed between
+    the two) is ended as the study says; a trial the study still runs is unfinished (its
+    reports the tables missed are recovered from the study)."""
+    unfinished = []
+    for trial in recorded:
+        row = rows.trials.get(trial.trial_id)
+        if not trial.ended:
+            unfinished.append(trial)
+            if trial.intermediate:  # reports the tables missed stay in the history
+                rows.recover_reports(trial.trial_id, params=trial.params,
+                                     values=trial.intermediate)
+            rows.link_optuna(trial.trial_id, trial.number)
+        elif row is None or row.get("status") not in st.ENDED:
+            rows.end_as_recorded(trial.trial_id, params=trial.params, status=_status_of(trial),
+                                 optuna_trial=trial.number, values=trial.intermediate,
+                                 final_value=trial.value)
+    return unfinished
+
+
+def _status_of(trial: RecordedTrial) -> str:
+    """The table status of an ended trial of the study (its ``status`` attribute; sweeps
+    of older hpsearch versions may lack it)."""
+    if trial.status in st.ENDED:
+        return trial.status
+    return {"COMPLETE": st.COMPLETED, "PRUNED": st.STOPPED}.get(trial.state.name, st.FAILED)
+

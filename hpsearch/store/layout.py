@@ -25,6 +25,7 @@ strictly inside the directory it is given.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ STORAGE_ENV = "HPSEARCH_STORAGE"
 #: A sweep name: it names a directory directly under the storage root.
 SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 #: A trial id as Ray Tune makes them (8 hex digits), or ``trial`` for `hpsearch trial`.
+#: Beside each checkpoint a harness trial writes: the report it was taken at, as JSON.
+CHECKPOINT_REPORT = "report.json"
+
 TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")
 
 _TMP_MARK = ".tmp-"
@@ -393,6 +397,21 @@ class SweepDir:
         found = list(self.trial_checkpoints(trial_id).glob("checkpoint_*"))
         found += list((self.train / self.train_run_name(trial_id)).glob("checkpoint_*"))
         return sorted(p for p in found if p.is_dir())
+
+    def checkpointed_report(self, trial_id: str) -> dict | None:
+        """The newest report (by ``step``) a trial's checkpoints were taken at, from the
+        :data:`CHECKPOINT_REPORT` beside each, or ``None``: what a resume recovers when the
+        driver stopped before that report reached it."""
+        newest = None
+        for directory in self.checkpoint_dirs(trial_id):
+            try:
+                report = json.loads((directory / CHECKPOINT_REPORT).read_text())
+            except (OSError, ValueError):
+                continue
+            step = report.get("step") if isinstance(report, dict) else None
+            if isinstance(step, (int, float)) and (newest is None or step > newest["step"]):
+                newest = report
+        return newest
 
     # --- temporary files of atomic writes ------------------------------------------------
 

@@ -210,6 +210,11 @@ def test_ctrl_c_writes_tables_exits_130_and_resume_finishes_the_sweep(tmp_path, 
     assert not history.duplicated(["trial_id", "step"]).any()
     for _, steps in history.groupby("trial_id").step:
         assert steps.is_monotonic_increasing
+    # Every epoch of every trial is in the history once, the ones a running trial
+    # checkpointed after Ctrl-C and before it was stopped included (recovered from beside
+    # its checkpoint: the resume continued from there).
+    for tid, epochs in history.groupby("trial_id").epoch:
+        assert sorted(epochs) == list(range(1, 13)), (tid, sorted(epochs))
     monkeypatch.syspath_prepend(str(tmp_path))  # the space's trainable, gated.py
     try:
         study = assert_study_matches_tables(sweep, "slow")

@@ -37,7 +37,8 @@ from hpsearch.store.reports import FIRST_STEP_AT
 from hpsearch.space.spec import Constraint, Objective
 
 __all__ = ["CONSTRAINTS_ATTR", "REPORT_ATTR", "ConstraintMetricMissing", "constraints_func",
-           "check_first_report", "directions", "feasible", "missing_metrics", "report_values",
+           "check_first_report", "directions", "feasible", "missing_metrics", "objective_values",
+           "report_values",
            "reported", "sampler_constraints", "set_constraints",
            "violations"]
 
@@ -76,6 +77,16 @@ def reported(trial: Any) -> dict[int, Any]:
     if several:
         return dict(sorted(several.items()))
     return dict(trial.intermediate_values)
+
+
+def objective_values(report: Mapping[str, Any], objectives: Sequence[Objective]
+                     ) -> list[float] | None:
+    """The report's value of each objective, or ``None`` unless all are finite numbers."""
+    try:
+        values = [float(report.get(o.metric)) for o in objectives]
+    except (TypeError, ValueError):
+        return None
+    return values if all(math.isfinite(v) for v in values) else None
 
 
 def missing_metrics(report: Mapping[str, Any], objectives: Iterable[Objective],

@@ -28,14 +28,17 @@ watch pauses a trial instead of failing it, and hears of every write the disk re
 from __future__ import annotations
 
 import logging
+import math
 import time
+from dataclasses import replace
 from typing import Any, Mapping, Protocol, Sequence
 
 from optuna.trial import TrialState
 
-from hpsearch.driver.record.objectives import set_constraints, violations
+from hpsearch.driver.record.objectives import (objective_values, report_values,
+                                               set_constraints, violations)
 from hpsearch.driver.record.study import (RecordedTrial, check_sweep_study, open_study,
-                                          recorded_trials, study_outcome)
+                                          recorded_trials, study_outcome, study_step)
 from hpsearch.errors import StorageError, SweepNotFoundError
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
@@ -147,14 +150,18 @@ class SweepRecord:
         return cls(spec, None)
 
     def open_study(self, *, sampler: Any = None, directions: Sequence[str]) -> Any:
-        """Open (or create) the study with this run's ``sampler``; returns it."""
+        """Open (or create) the study with this run's ``sampler``; returns it. A resumed
+        sweep's unfinished trials get the reports their newest checkpoints were taken at
+        and the record never received (:meth:`_recover_checkpointed_reports`)."""
         if self.sweep is None:
             import optuna
 
             self.study = optuna.create_study(directions=list(directions), sampler=sampler)
-        else:
-            self.study, self.journal = open_study(self.sweep, directions=directions,
-                                                  sampler=sampler)
+            return self.study
+        self.study, self.journal = open_study(self.sweep, directions=directions,
+                                              sampler=sampler)
+        if self.unfinished:
+            self._recover_checkpointed_reports()
         return self.study
 
     def watch(self, watcher: RecordWatcher) -> None:
@@ -173,6 +180,37 @@ class SweepRecord:
             sweeps.write_space(self.sweep, space)
         record_driver(self.manifest, local_ray=local_ray)
         write_manifest(self.sweep, self.manifest)
+
+    def _recover_checkpointed_reports(self) -> None:
+        """A driver stopped by Ctrl-C or a kill lets its running trials go on until they are
+        stopped: a trial can checkpoint, and write the report beside it, after the record
+        stopped listening. Its resume continues from that checkpoint, so without this the
+        report would be in neither the history nor the study. Each unfinished trial's
+        newest checkpointed report past its last one here joins its row, the history and
+        the study (at its study step), and so ASHA's seeded rungs."""
+        from hpsearch.driver.internals import reopen_trial
+
+        s = self.spec.scheduler
+        key, milestones = s.result_key, (*s.rungs(), s.max_t)
+        for i, trial in enumerate(self.unfinished):
+            report = self.sweep.checkpointed_report(trial.trial_id)
+            t = report.get(key) if report else None
+            if not isinstance(t, (int, float)) or t <= _last_reported(self.rows, trial, key):
+                continue
+            self.rows.result(trial.trial_id, report)
+            values = objective_values(report, self.spec.objectives)
+            if values is None:
+                continue
+            step = study_step(float(t), milestones, trial.intermediate)
+            if trial.intermediate and step <= max(trial.intermediate):
+                continue
+            report_values(reopen_trial(self.study, trial.number), step, values)
+            value = values[0] if len(values) == 1 else tuple(values)
+            self.unfinished[i] = replace(trial, intermediate={**trial.intermediate, step: value})
+        self.recorded = [next((u for u in self.unfinished if u.number == t.number), t)
+                         for t in self.recorded]
+        if self.journal is not None:
+            self.journal.sync()
 
     # --- a trial's life ----------------------------------------------------------------
 
@@ -348,6 +386,15 @@ def _reconcile(rows: TrialRecords, recorded: Sequence[RecordedTrial]) -> list[Re
                                  optuna_trial=trial.number, values=trial.intermediate,
                                  final_value=trial.value)
     return unfinished
+
+
+def _last_reported(rows: TrialRecords, trial: RecordedTrial, key: str) -> float:
+    """The latest ``key`` (the scheduler's time attribute) of the trial's reports in the
+    history, or minus infinity."""
+    seen = [h.get(key) for h in rows.history
+            if h["trial_id"] == trial.trial_id and h.get("evaluated") is not False]
+    seen = [float(t) for t in seen if isinstance(t, (int, float)) and math.isfinite(t)]
+    return max(seen, default=-math.inf)
 
 
 def _status_of(trial: RecordedTrial) -> str:

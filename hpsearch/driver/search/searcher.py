@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 
 from hpsearch.driver.record.objectives import (ConstraintMetricMissing, check_first_report,
-                                               report_values)
+                                               objective_values, report_values)
 from hpsearch.driver.record.study import study_step
 from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
@@ -150,7 +150,7 @@ class SweepSearcher(Searcher):
                 check_first_report(result, self.spec.objectives, self.spec.constraints)
             except ConstraintMetricMissing as exc:
                 self.problem = str(exc)
-        values = _values(result, self.spec)
+        values = objective_values(result, self.spec.objectives)
         if t < 0 or values is None or not math.isfinite(t):
             return
         live.last = result
@@ -168,15 +168,6 @@ class SweepSearcher(Searcher):
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.
         return {"spec": self.spec}
-
-
-def _values(result: Mapping[str, Any], spec: Spec) -> list[float] | None:
-    """The report's value of each objective, or ``None`` unless all are finite numbers."""
-    try:
-        values = [float(result.get(o.metric)) for o in spec.objectives]
-    except (TypeError, ValueError):
-        return None
-    return values if all(math.isfinite(v) for v in values) else None
 
 
 class SweepSearch(SearchGenerator):

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from typing import Any, Mapping
 
-from hpsearch.store.layout import SweepDir
+from hpsearch.store.layout import CHECKPOINT_REPORT, SweepDir
 
-__all__ = ["CheckpointStore"]
+__all__ = ["CheckpointStore", "note_report"]
+
+
+def note_report(checkpoint_dir: str, metrics: Mapping[str, Any]) -> None:
+    """Write the report a checkpoint is taken at beside it (``report.json``), before the
+    directory is handed on: a driver stopped between the checkpoint and the report (a
+    Ctrl-C, a kill) loses the report, and the resume recovers it from here
+    (:meth:`~hpsearch.store.layout.SweepDir.checkpointed_report`)."""
+    kept = {k: v for k, v in metrics.items() if k not in ("train_log", "checkpoint_path")
+            and (v is None or isinstance(v, (bool, int, float, str)))}
+    with open(os.path.join(checkpoint_dir, CHECKPOINT_REPORT), "w") as f:
+        json.dump(kept, f)
 
 
 class CheckpointStore:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from hpsearch.driver.trials.checkpoints import CheckpointStore
+from hpsearch.driver.trials.checkpoints import CheckpointStore, note_report
 from hpsearch.driver.trials.gpus import every_workers_gpus, gpu_assignment, with_every_workers_gpus
 from hpsearch.space.spec import Objective
 from hpsearch.store.layout import SweepDir
@@ -46,6 +46,7 @@ class TuneSession:
 
         metrics = {**sanitize_report(metrics, self._objective), **self._gpus}
         if checkpoint_dir:
+            note_report(checkpoint_dir, metrics)
             metrics["checkpoint_path"] = self._store.add(checkpoint_dir, int(metrics["step"]))
         tune.report(metrics)
 
@@ -70,7 +71,10 @@ class TrainSession:
     def report(self, metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
         import ray.train
 
-        checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        checkpoint = None
+        if checkpoint_dir:
+            note_report(checkpoint_dir, metrics)
+            checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
         ray.train.report({**metrics, **self._gpus}, checkpoint=checkpoint)
         if self.on_report is not None:
             self.on_report()
@@ -131,6 +135,7 @@ class WarmSession:
         if self.world_rank == 0:
             metrics = {**sanitize_report(metrics, self._objective), **self._gpus}
             if checkpoint_dir:
+                note_report(checkpoint_dir, metrics)
                 metrics["checkpoint_path"] = self._store.add(checkpoint_dir, int(metrics["step"]))
             stop = ray.get(self._host.report.remote(self._seq, metrics))
         elif checkpoint_dir:

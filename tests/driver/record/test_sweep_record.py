@@ -102,3 +102,45 @@ def test_an_older_sweeps_sqlite_study_has_its_unlinked_running_trials_failed(tmp
     states = [t.state for t in optuna.load_study(study_name="old",
                                                  storage=sweep.optuna_sqlite_url).trials]
     assert states == [TrialState.COMPLETE, TrialState.FAIL]
+
+
+def test_a_resume_recovers_the_report_a_running_trial_checkpointed_after_the_driver_stopped(
+        sweep):
+    """Ctrl-C: the driver stopped listening after `run0` reported epoch 2, but the trial went
+    on to checkpoint epoch 3 (its report written beside the checkpoint) before it was
+    stopped. The resume continues from that checkpoint, so epoch 3's report comes from
+    there: into the row, the history and the study, at its study step, once."""
+    from hpsearch.driver.trials.checkpoints import CheckpointStore, note_report
+
+    study = open_study(sweep, direction="minimize")[0]
+    asked(study, "run0", 0.03, [(1, 0.8), (2, 0.7)])
+    tables = TrialRecords(SPEC)
+    tables.start("run0", {"lr": 0.03})
+    for epoch, loss in ((1, 0.8), (2, 0.7)):
+        tables.result("run0", {"epoch": epoch, "step": 10 * epoch, "val_loss": loss})
+    write_tables(tables, sweep)
+    store = CheckpointStore(sweep, "run0", keep=2)
+    for epoch, loss in ((2, 0.7), (3, 0.6)):  # the harness's two newest checkpoints
+        src = sweep.path / f"src{epoch}"
+        src.mkdir()
+        note_report(str(src), {"epoch": epoch, "step": 10 * epoch, "val_loss": loss,
+                               "train_log": [{"step": 1}]})
+        store.add(str(src), 10 * epoch)
+
+    record = SweepRecord.open(SPEC, sweep, {})
+    assert [h["epoch"] for h in record.rows.history] == [1, 2]  # nothing changed by opening
+    record.open_study(directions=["minimize"])
+
+    history = [(h["epoch"], h["val_loss"]) for h in record.rows.history]
+    assert history == [(1, 0.8), (2, 0.7), (3, 0.6)]
+    row = record.rows.trials["run0"]
+    assert (row["status"], row["epochs"], row["best_value"]) == ("running", 3, 0.6)
+    assert record.unfinished[0].intermediate == {1: 0.8, 2: 0.7, 3: 0.6}
+    assert record.recorded[0].intermediate == {1: 0.8, 2: 0.7, 3: 0.6}  # ASHA seeds from it
+    again = open_study(sweep, create=False)[0]  # the journal on disk has it too
+    assert again.trials[0].intermediate_values == {1: 0.8, 2: 0.7, 3: 0.6}
+    # Opened again (a second resume), nothing is added twice.
+    record = SweepRecord.open(SPEC, sweep, {})
+    record.open_study(directions=["minimize"])
+    assert [h["epoch"] for h in record.rows.history].count(3) <= 1
+    assert record.unfinished[0].intermediate == {1: 0.8, 2: 0.7, 3: 0.6}

@@ -52,17 +52,11 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
     sweep, status = None, "crashed"
     try:
         from hpsearch.space import load_space
+        from hpsearch.space.overrides import option_overrides
 
-        overrides = list(overrides)
-        if trials is not None:
-            overrides.append(f"trials.num={trials}")
-        if time_budget is not None:
-            overrides.append(f"budget.time={time_budget}")
-        if deadline is not None:
-            overrides.append(f"budget.deadline={deadline}")
-        if warm_start:
-            overrides.append(f"search.warm_start=[{','.join(warm_start)}]")
-        spec = load_space(space, overrides)
+        spec = load_space(space, [*overrides, *option_overrides(
+            trials=trials, time_budget=time_budget, deadline=deadline,
+            warm_start=warm_start or ())])
         sweep = sweep_dir_for(spec, name=name, storage=storage)
         if preflight and not dry_run:
             from hpsearch.driver.cluster.doctor import require_healthy_cluster

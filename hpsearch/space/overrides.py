@@ -11,7 +11,7 @@ from hpsearch.space._schema import show, suggest
 from hpsearch.space._validate import SECTIONS
 from hpsearch.space._yaml import load_yaml_value
 
-__all__ = ["Override", "apply_overrides", "parse_overrides"]
+__all__ = ["Override", "apply_overrides", "option_overrides", "parse_overrides"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,26 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
         {'params': {'lr': 0.5}}
     """
     out, _ = _apply(raw, parse_overrides(raw, overrides))
+    return out
+
+
+def option_overrides(*, trials: int | None = None, time_budget: str | None = None,
+                     deadline: str | None = None, warm_start: Iterable[str] = ()) -> list[str]:
+    """The ``key.path=value`` items that ``run`` and ``resume``'s own options stand for:
+    ``--trials``, ``--time-budget``, ``--deadline``, ``--warm-start`` (each only if given).
+
+    Example:
+        >>> option_overrides(trials=8, deadline="07:00")
+        ['trials.num=8', 'budget.deadline=07:00']
+    """
+    out = [f"trials.num={trials}"] if trials is not None else []
+    if time_budget is not None:
+        out.append(f"budget.time={time_budget}")
+    if deadline is not None:
+        out.append(f"budget.deadline={deadline}")
+    sources = list(warm_start)
+    if sources:
+        out.append(f"search.warm_start=[{','.join(sources)}]")
     return out
 
 

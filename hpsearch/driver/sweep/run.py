@@ -226,15 +226,13 @@ def _resumed_spec(sweep: SweepDir, *, trials: int | None, time_budget: str | Non
     """The space a resume runs (``--trials``, ``--time-budget``, ``--deadline`` applied),
     and whether it differs from the sweep's own."""
     from hpsearch.space import load_space
+    from hpsearch.space.overrides import option_overrides
 
-    overrides = [f"trials.num={trials}"] if trials is not None else []
-    if time_budget is not None:
-        overrides.append(f"budget.time={time_budget}")
+    overrides = option_overrides(trials=trials, time_budget=time_budget, deadline=deadline)
     # Without --deadline, the one the sweep ran with applies if still ahead (resolved
     # from the manifest, not from the space, where "07:00" would mean the next 07:00).
-    overrides.append(f"budget.deadline={deadline}" if deadline is not None
-                     else "budget.deadline=null")
-    return load_space(sweep.space, overrides), bool(overrides[:-1]) or deadline is not None
+    never = [] if deadline is not None else ["budget.deadline=null"]
+    return load_space(sweep.space, overrides + never), bool(overrides)
 
 
 def _stop_orphans(manifest: dict, stream: Any) -> None:

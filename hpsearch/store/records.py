@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypedDict
 
 from hpsearch.space.spec import Spec, pareto_front
 from hpsearch.store import status as st
@@ -18,7 +18,37 @@ from hpsearch.store.reports import (FIRST_STEP_AT, OBJECTIVE_MISSING, epoch_seco
                                     final_status, history_row, is_nan, is_nat, log_rows,
                                     report_key)
 
-__all__ = ["TrialRecords"]
+__all__ = ["TrialRecords", "TrialRow"]
+
+
+class TrialRow(TypedDict, total=False):
+    """One trial's row: the ``trials.parquet`` columns (``docs/trial-tables.md``) and what
+    the record keeps beside them. Each searched parameter, and with several objectives
+    each objective's metric, is a key of its own besides these."""
+
+    trial_id: str
+    status: str  # a trial status (hpsearch.store.status)
+    final_value: float | None  # the objective at its last report
+    best_value: float | None
+    best_step: int | None
+    best_epoch: float | None
+    steps: int | None
+    epochs: float | None
+    wall_s: float | None
+    precision_used: str | None
+    checkpoint: str | None
+    error: str | None
+    started_at: float  # epoch seconds (a Timestamp once read back from the table)
+    ended_at: float
+    startup_s: float
+    optuna_trial: int
+    feasible: bool  # with constraints
+    pareto: bool  # with several objectives
+    # kept in memory only
+    last: dict[str, Any]  # its last report, as a history row
+    objective_reported: bool
+    stopped_early: bool  # ASHA stopped it at a rung
+    checkpoints_deleted: bool  # by retention
 
 class TrialRecords:
     """Plain per-trial state and history rows, independent of Ray (tested directly).
@@ -29,7 +59,8 @@ class TrialRecords:
     these methods, or call :meth:`touch` after changing one in place.
 
     Attributes:
-        trials: ``trial_id -> row`` (the future ``trials.parquet`` row, plus ``last``).
+        trials: ``trial_id -> row`` (:class:`TrialRow`: the future ``trials.parquet``
+            row, plus what the record keeps beside it).
         history: Every report, in arrival order (the future ``history.parquet``).
         version: Bumped on every change, so writers know what is unsaved.
         rewrites: Bumped when rows were removed or replaced: writers write everything.
@@ -37,7 +68,7 @@ class TrialRecords:
 
     def __init__(self, spec: Spec):
         self.spec = spec
-        self.trials: dict[str, dict[str, Any]] = {}
+        self.trials: dict[str, TrialRow] = {}
         self.history: list[dict[str, Any]] = []
         self.version = 0
         self.rewrites = 0

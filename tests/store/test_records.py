@@ -152,3 +152,12 @@ def test_startup_is_computed_from_a_start_time_read_back_from_the_table():
     records.result("a", {"val_mse": 1.0, "step": 1, "epoch": 1,
                          "first_step_at": 1_000_000_002.5})
     assert row["startup_s"] == pytest.approx(2.5)
+
+
+def test_the_typed_row_names_every_trial_table_column_it_holds():
+    """:class:`TrialRow` types each column of ``trials.parquet`` a row holds (``worker_s`` and
+    ``gpu_s`` are derived from ``wall_s`` when the table is written)."""
+    from hpsearch.space.spec import TRIAL_COLUMNS
+    from hpsearch.store.records import TrialRow
+
+    assert set(TRIAL_COLUMNS) - {"worker_s", "gpu_s"} <= set(TrialRow.__annotations__)

@@ -28,7 +28,12 @@ from ray.tune.stopper import Stopper
 from hpsearch.store import status as st
 from hpsearch.store.records import TrialRecords
 
-__all__ = ["SweepStopper"]
+__all__ = ["TIME_BUDGET", "SweepStopper"]
+
+#: The one reason that is no sweep status: the run ends ``finished`` or
+#: ``no_trial_completed`` by what its trials found. The others are the sweep statuses
+#: of :mod:`hpsearch.store.status` of the same names.
+TIME_BUDGET = "time_budget"
 
 
 class SweepStopper(Stopper):
@@ -63,7 +68,7 @@ class SweepStopper(Stopper):
 
     def interrupt(self) -> None:
         """Ctrl-C: end the run at Tune's next step, leaving running trials to resume."""
-        self.reason = self.reason or "interrupted"
+        self.reason = self.reason or st.SWEEP_INTERRUPTED
 
     def __call__(self, trial_id: str, result: dict) -> bool:
         return False
@@ -75,18 +80,18 @@ class SweepStopper(Stopper):
 
     def _why(self) -> str | None:
         if self.disk is not None and self.disk.full:
-            return "disk_full"
+            return st.SWEEP_DISK_FULL
         if self.problem() is not None:
-            return "missing_metric"
+            return st.SWEEP_MISSING_METRIC
         if self.all_failed():
-            return "all_failed"
+            return st.SWEEP_ALL_FAILED
         if self.watch is not None and self.watch.should_stop():
-            return "stalled"
+            return st.SWEEP_STALLED
         now = self.clock()
         if self.deadline_at is not None and now >= self.deadline_at:
-            return "deadline"
+            return st.SWEEP_DEADLINE
         if self.budget_ends is not None and now >= self.budget_ends:
-            return "time_budget"
+            return TIME_BUDGET
         return None
 
     def all_failed(self) -> bool:

@@ -226,11 +226,11 @@ def _read_search(raw: Mapping, report: Report) -> Any:
         seed = report.integer(section, path, "seed", default=0, minimum=0,
                               maximum=_SEED_LIMIT - 1)
     startup = report.integer(section, path, "n_startup_trials", default=10, minimum=0)
-    warm = _read_warm_start(section.get("warm_start"), path + ("warm_start",), report)
+    warm_start = _read_warm_start(section.get("warm_start"), path + ("warm_start",), report)
     best = report.integer(section, path, "warm_start_best", default=3, minimum=0)
-    if not ok(algorithm, seed, startup, warm, best):
+    if not ok(algorithm, seed, startup, warm_start, best):
         return BAD
-    return Search(algorithm=algorithm, seed=seed, n_startup_trials=startup, warm_start=warm,
+    return Search(algorithm=algorithm, seed=seed, n_startup_trials=startup, warm_start=warm_start,
                   warm_start_best=best)
 
 

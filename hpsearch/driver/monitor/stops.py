@@ -21,6 +21,7 @@ step, and the first reason that holds ends the run and is kept as :attr:`reason`
 from __future__ import annotations
 
 import time
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Callable
 
 from ray.tune.stopper import Stopper
@@ -36,6 +37,7 @@ __all__ = ["TIME_BUDGET", "SweepStopper"]
 TIME_BUDGET = "time_budget"
 
 
+@dataclass(eq=False, repr=False)
 class SweepStopper(Stopper):
     """Ends the sweep for the first reason that holds (module docstring).
 
@@ -51,20 +53,21 @@ class SweepStopper(Stopper):
             or ``None``.
     """
 
-    def __init__(self, records: TrialRecords, *, all_failed_after: int, watch: Any = None,
-                 time_budget_s: float | None = None, deadline_at: float | None = None,
-                 clock: Callable[[], float] = time.time, disk: Any = None,
-                 problem: Callable[[], str | None] = lambda: None):
-        self.records = records
-        self.problem = problem
-        self.disk = disk
-        self.all_failed_after = all_failed_after
-        self.watch = watch
-        self.clock = clock
-        self.started = clock()
+    records: TrialRecords
+    _: KW_ONLY
+    all_failed_after: int
+    watch: Any = None
+    time_budget_s: InitVar[float | None] = None
+    deadline_at: float | None = None
+    clock: Callable[[], float] = time.time
+    disk: Any = None
+    problem: Callable[[], str | None] = lambda: None
+    #: Why the sweep ended, once a reason held (module docstring), else ``None``.
+    reason: str | None = field(default=None, init=False)
+
+    def __post_init__(self, time_budget_s: float | None) -> None:
+        self.started = self.clock()
         self.budget_ends = self.started + time_budget_s if time_budget_s else None
-        self.deadline_at = deadline_at
-        self.reason: str | None = None
 
     def interrupt(self) -> None:
         """Ctrl-C: end the run at Tune's next step, leaving running trials to resume."""

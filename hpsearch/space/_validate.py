@@ -236,19 +236,14 @@ def _read_search(raw: Mapping, report: Report) -> Any:
 
 def _read_warm_start(value: Any, path: tuple, report: Report) -> Any:
     """``latest``, a sweep name, or a list of them."""
-    if value is None:
-        return ()
-    if value is REJECTED:
-        return BAD
-    names = value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for i, name in enumerate(names):
-        here = path + (Index(i),) if isinstance(value, (list, tuple)) else path
+    def read_one(name: Any, here: tuple) -> Any:
         if not isinstance(name, str) or not (name == "latest" or _NAME.match(name)):
             return report.add(here, "name", "must be `latest` or the name of an earlier "
                               f"sweep in the same storage {got(name)}")
-        out.append(name)
-    return tuple(dict.fromkeys(out))
+        return name
+
+    names = report.listed(value, path, read_one)
+    return BAD if names is BAD else tuple(dict.fromkeys(names))
 
 
 def _read_scheduler(raw: Mapping, report: Report) -> Any:

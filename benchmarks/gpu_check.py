@@ -538,6 +538,7 @@ def sweep_rows(workers: int, precision: str, storage: str, gpus: int) -> list[Ro
     import hpsearch
     from hpsearch.driver.sweep.run import run_sweep
     from hpsearch.space import parse_space
+    from hpsearch.store import status as st
 
     check = f"sweep {workers} worker" + ("s" if workers > 1 else "")
     label = (f"ASHA, 4 x {workers} worker(s)" + (" (NCCL, warm groups)" if workers > 1 else
@@ -556,8 +557,9 @@ def sweep_rows(workers: int, precision: str, storage: str, gpus: int) -> list[Ro
     trials = hpsearch.read_trials(result.sweep_dir)
     history = hpsearch.read_history(result.sweep_dir)
     statuses = trials.status.value_counts().to_dict()
-    ok = (result.status == "finished" and set(statuses) <= {"completed", "stopped_by_asha"}
-          and statuses.get("completed", 0) >= 1)
+    ok = (result.status == st.SWEEP_FINISHED
+          and set(statuses) <= {st.COMPLETED, st.STOPPED_BY_ASHA}
+          and statuses.get(st.COMPLETED, 0) >= 1)
     notes = [", ".join(f"{n} {s}" for s, n in statuses.items()), f"{wall:.0f} s"]
     fault_ok, fault_note = survived_a_worker_death(marker, trials, history)
     ok = ok and fault_ok

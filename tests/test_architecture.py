@@ -271,3 +271,113 @@ def test_one_module_of_the_driver_changes_the_trial_rows():
                     receiver(node.value.value) == "trials":
                 found.add(rel(path))  # rows.trials[tid][key] = ...
     assert found == {"hpsearch/driver/record/sweep_record.py"}, sorted(found)
+
+
+#: Where no module-level mutable state may live: what lives as long as a sweep belongs to
+#: the sweep's objects, what lives as long as a process to one named object (a class
+#: instance, a cached function), never to a bare module global.
+STATELESS_ROOMS = ("hpsearch/store/", "hpsearch/driver/")
+
+#: Module globals still holding state, each to be removed by the change named beside it.
+KNOWN_STATE: frozenset[str] = frozenset()
+
+#: Calls that build a mutable container (by their last dotted name).
+_MUTABLE_FACTORIES = frozenset({
+    "dict", "list", "set", "bytearray", "defaultdict", "OrderedDict", "Counter", "deque",
+    "ChainMap", "WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "Queue", "SimpleQueue",
+    "LifoQueue", "PriorityQueue"})
+_MUTABLE_LITERALS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+
+
+def _is_mutable(value: ast.expr | None) -> bool:
+    if isinstance(value, _MUTABLE_LITERALS):
+        return True
+    if isinstance(value, ast.BinOp):  # [..] + [..], {..} | {..}: a container again
+        return _is_mutable(value.left) or _is_mutable(value.right)
+    if isinstance(value, ast.Call):
+        callee = value.func
+        name = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
+        return name in _MUTABLE_FACTORIES
+    return False
+
+
+def _top_level(body: list[ast.stmt]):
+    """The statements run at import (module or class body), into if/try/with blocks, not
+    into functions."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.ClassDef):
+            yield from _top_level(node.body)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                yield from _top_level([n for n in getattr(node, field, []) or []
+                                       if isinstance(n, (ast.stmt, ast.excepthandler))])
+
+
+def module_state(source: str, where: str) -> list[str]:
+    """Each place in ``source`` (the module ``where``) that keeps state at module or class
+    level, as ``where:name``.
+
+    The rule: at import time no name is bound to a mutable container (a list, dict or set
+    literal or comprehension, or a call of :data:`_MUTABLE_FACTORIES`), and nothing is
+    changed in place (``X += ...``, ``X[k] = ...``, ``X.attr = ...``); no function says
+    ``global``. ``__all__`` may be a list of strings. Read-only tables are tuples,
+    frozensets or ``types.MappingProxyType`` of a dict; regexes, loggers, numbers, strings
+    and typing aliases are not containers and pass as they are.
+    """
+    tree = ast.parse(source)
+    found = [f"{where}:{name} (global)" for node in ast.walk(tree)
+             if isinstance(node, ast.Global) for name in node.names]
+    for node in _top_level(tree.body):
+        if isinstance(node, ast.AugAssign):
+            found.append(f"{where}:{ast.unparse(node.target)} (changed in place)")
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            name = ast.unparse(target)
+            if isinstance(target, (ast.Subscript, ast.Attribute)):
+                found.append(f"{where}:{name} (changed in place)")
+            elif _is_mutable(node.value) and not (
+                    name == "__all__" and isinstance(node.value, ast.List)
+                    and all(isinstance(e, ast.Constant) for e in node.value.elts)):
+                found.append(f"{where}:{name}")
+    return found
+
+
+def test_no_module_level_mutable_state_in_store_and_driver():
+    """No sweep's or process's state in a module global of ``store/`` or ``driver/``
+    (:func:`module_state` states the rule)."""
+    checked = [p for p in MODULES if rel(p).startswith(STATELESS_ROOMS)]
+    assert len(checked) > 50  # the rooms are where the test looks for them
+    found = {place for path in checked for place in module_state(path.read_text(), rel(path))}
+    assert found - KNOWN_STATE == set(), "module-level state:\n" + "\n".join(
+        sorted(found - KNOWN_STATE))
+    assert KNOWN_STATE <= found, f"gone, delete from KNOWN_STATE: {KNOWN_STATE - found}"
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("_POOLS: dict[str, Any] = {}", ["_POOLS"]),
+    ("_SEEN = set()", ["_SEEN"]),
+    ("_BY = collections.defaultdict(list)", ["_BY"]),
+    ("W = weakref.WeakKeyDictionary()", ["W"]),
+    ("TABLE = {'a': 1}", ["TABLE"]),
+    ("NAMES = [n for n in 'ab']", ["NAMES"]),
+    ("ALL = BASE | {'a': 1}", ["ALL"]),
+    ("__all__ = ['a', 'b'] + [x for x in 'c']", ["__all__"]),
+    ("class C:\n    cache = {}", ["cache"]),
+    ("try:\n    X = []\nexcept ImportError:\n    X = None", ["X"]),
+    ("if True:\n    pass\nelse:\n    Y = dict()", ["Y"]),
+    ("COUNT = 0\nCOUNT += 1", ["COUNT (changed in place)"]),
+    ("os.environ['A'] = '1'", ["os.environ['A'] (changed in place)"]),
+    ("def f():\n    global N\n    N = 1", ["N (global)"]),
+    ("__all__ = ['a', 'b']", []),
+    ("TABLE = MappingProxyType({'a': 1})", []),
+    ("NAMES = ('a', 'b')\nSEEN = frozenset({'a'})\nRX = re.compile('a')", []),
+    ("ENDED = frozenset(STATUSES) - UNFINISHED\nMIN_FREE = 1 << 30", []),
+    ("logger = logging.getLogger(__name__)\nPoint = Sequence[float]", []),
+    ("def f():\n    seen = set()\n    return seen", []),
+    ("@dataclass\nclass C:\n    rows: list = field(default_factory=list)", []),
+])
+def test_the_module_state_rule_by_example(source, expected):
+    assert [p.split(":", 1)[1] for p in module_state(source, "m.py")] == expected

@@ -39,9 +39,10 @@ def resume(name, storage, address, trials, time_budget, deadline, max_concurrent
     from hpsearch.cli.run import print_summary, status_of
     from hpsearch.driver.sweep.run import resume_sweep
     from hpsearch.space import load_space
+    from hpsearch.store import status as st
     from hpsearch.store.layout import SweepDir, default_storage
 
-    sweep, status = None, "crashed"
+    sweep, status = None, st.SWEEP_CRASHED
     try:
         sweep = SweepDir.at(default_storage(storage), name)
         result = resume_sweep(name, storage=default_storage(storage), address=address,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from hpsearch.cli._common import handle_errors
+from hpsearch.store import status as st
 from hpsearch.store.summary import rerun_command
 
 
@@ -49,7 +50,7 @@ def run(space, trials, max_concurrent, time_budget, overrides, name, storage, ad
 
     from hpsearch.driver.sweep.run import run_sweep, sweep_dir_for
 
-    sweep, status = None, "crashed"
+    sweep, status = None, st.SWEEP_CRASHED
     try:
         from hpsearch.space import load_space
         from hpsearch.space.overrides import option_overrides
@@ -92,14 +93,14 @@ def status_of(exc: BaseException) -> str:
     from hpsearch.errors import DiskFullError, HpsearchError, SweepStalledError
 
     if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
-        return "interrupted"
+        return st.SWEEP_INTERRUPTED
     if isinstance(exc, SweepStalledError):
-        return "stalled"
+        return st.SWEEP_STALLED
     if isinstance(exc, DiskFullError):
-        return "disk_full"
+        return st.SWEEP_DISK_FULL
     if isinstance(exc, HpsearchError):
-        return "failed"
-    return "crashed"
+        return st.SWEEP_FAILED
+    return st.SWEEP_CRASHED
 
 
 def print_front(result, spec) -> None:

@@ -30,6 +30,7 @@ in one line when the installed Ray or Optuna is outside those versions.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from typing import Any, Iterator
 
@@ -73,7 +74,13 @@ def version_note(package: str, version: str) -> str | None:
             f"if a sweep misbehaves, pip install '{package}=={high}.*'")
 
 
-_NOTED: set[str] = set()
+@functools.cache
+def _note_untested_version(package: str) -> None:
+    """Logs :func:`version_note` of the installed ``package`` once per process (the
+    function's cache remembers the packages it has looked at)."""
+    note = version_note(package, __import__(package).__version__)
+    if note:
+        logger.warning(note)
 
 
 def internal(obj: Any, path: str, *, what: str, package: str = "ray") -> Any:
@@ -81,11 +88,7 @@ def internal(obj: Any, path: str, *, what: str, package: str = "ray") -> Any:
     needs it and which versions were tested. Notes once per process when the installed
     version is outside them."""
     module = __import__(package)
-    if package not in _NOTED:
-        _NOTED.add(package)
-        note = version_note(package, module.__version__)
-        if note:
-            logger.warning(note)
+    _note_untested_version(package)
     try:
         for part in path.split("."):
             obj = obj[int(part)] if part.isdigit() else getattr(obj, part)

@@ -22,18 +22,20 @@ from hpsearch.store.summary import fmt_duration, rerun_command
 __all__ = ["build_document", "config_text", "fmt_hours"]
 
 _STATUS_MEANING = {
-    "finished": "every planned trial ended",
-    "running": "still running, or its driver was killed: this report is a snapshot of the "
-               "tables as they were",
-    "interrupted": "interrupted (Ctrl-C) before every trial ended; `hpsearch resume {name}` "
-                   "continues it",
-    "disk_full": "its disk filled and it stopped, its trials paused at their last "
-                 "checkpoints; free space, then `hpsearch resume {name}` continues it",
-    "no_trial_completed": "no trial produced a usable value",
-    "all_failed": "the first trials all failed, so the sweep stopped early: see Failed trials",
-    "missing_metric": "a trial's first report lacked a metric the objectives or constraints "
-                      "name, so the sweep stopped: report it from the trainable",
-    "deadline": "stopped at its deadline",
+    st.SWEEP_FINISHED: "every planned trial ended",
+    st.SWEEP_RUNNING: "still running, or its driver was killed: this report is a snapshot of "
+                      "the tables as they were",
+    st.SWEEP_INTERRUPTED: "interrupted (Ctrl-C) before every trial ended; "
+                          "`hpsearch resume {name}` continues it",
+    st.SWEEP_DISK_FULL: "its disk filled and it stopped, its trials paused at their last "
+                        "checkpoints; free space, then `hpsearch resume {name}` continues it",
+    st.SWEEP_NO_TRIAL_COMPLETED: "no trial produced a usable value",
+    st.SWEEP_ALL_FAILED: "the first trials all failed, so the sweep stopped early: see "
+                         "Failed trials",
+    st.SWEEP_MISSING_METRIC: "a trial's first report lacked a metric the objectives or "
+                             "constraints name, so the sweep stopped: report it from the "
+                             "trainable",
+    st.SWEEP_DEADLINE: "stopped at its deadline",
     "died (resume it)": "its driver died; `hpsearch resume {name}` continues it",
 }
 

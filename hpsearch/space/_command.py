@@ -163,62 +163,53 @@ def _read_words(section: Mapping, key: str, report: Report, *, required: bool) -
 
 
 def _read_metrics(value: Any, report: Report) -> Any:
-    path = _PATH + ("metrics",)
-    if value is None:
-        return []
-    if value is REJECTED:
-        return BAD
-    patterns = value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for i, pattern in enumerate(patterns):
-        here = path + (Index(i),) if isinstance(value, (list, tuple)) else path
-        if not isinstance(pattern, str) or not pattern:
-            return report.add(here, "type", f"expected a regular expression {got(pattern)}")
-        try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            return report.add(here, "format", f"the regular expression does not compile: {exc}")
-        if not compiled.groupindex:
-            return report.add(here, "command", "has no named group: write each metric as "
-                              "`(?P<name>[0-9.eE+-]+)`")
-        out.append(pattern)
-    return out
+    """``metrics``: a regular expression with named groups, or a list of them."""
+    return report.listed(value, _PATH + ("metrics",),
+                         lambda pattern, here: _read_pattern(pattern, here, report))
+
+
+def _read_pattern(pattern: Any, here: tuple, report: Report) -> Any:
+    if not isinstance(pattern, str) or not pattern:
+        return report.add(here, "type", f"expected a regular expression {got(pattern)}")
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        return report.add(here, "format", f"the regular expression does not compile: {exc}")
+    if not compiled.groupindex:
+        return report.add(here, "command", "has no named group: write each metric as "
+                          "`(?P<name>[0-9.eE+-]+)`")
+    return pattern
 
 
 def _read_metrics_from(value: Any, report: Report) -> Any:
     """``metrics_from``: a path, or a list of paths or ``{path, format}`` mappings."""
-    path = _PATH + ("metrics_from",)
-    if value is None:
-        return []
-    if value is REJECTED:
+    return report.listed(value, _PATH + ("metrics_from",),
+                         lambda item, here: _read_metrics_file(item, here, report))
+
+
+def _read_metrics_file(item: Any, here: tuple, report: Report) -> Any:
+    if isinstance(item, str):
+        item = {"path": item}
+    section = report.mapping(item, here, example="{path: logs/metrics.csv, format: csv}")
+    if section is BAD:
         return BAD
-    items = value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for i, item in enumerate(items):
-        here = path + (Index(i),) if isinstance(value, (list, tuple)) else path
-        if isinstance(item, str):
-            item = {"path": item}
-        section = report.mapping(item, here, example="{path: logs/metrics.csv, format: csv}")
-        if section is BAD:
-            return BAD
-        report.reject_unknown_keys(section, here, ("path", "format"))
-        name = report.text(section, here, "path")
-        if name is BAD:
-            return BAD
-        if os.path.isabs(name) or ".." in name.split("/"):
-            return report.add(here + ("path",), "command", "must be a path under "
-                              f"{{trial_dir}}, relative to it {got(name)}")
-        fmt = section.get("format", format_of(name))
-        if fmt is None:
-            return report.add(here + ("format",), "missing", f"cannot tell the format of "
-                              f"`{name}` from its name: add `format:` ({', '.join(FORMATS)})")
-        if fmt not in FORMATS:
-            close = suggest(str(fmt), FORMATS)
-            hint = f"; did you mean `{close}`?" if close else ""
-            return report.add(here + ("format",), "value", f"must be one of "
-                              f"{', '.join(FORMATS)} {got(fmt)}{hint}")
-        out.append(MetricsFile(name, fmt))
-    return out
+    report.reject_unknown_keys(section, here, ("path", "format"))
+    name = report.text(section, here, "path")
+    if name is BAD:
+        return BAD
+    if os.path.isabs(name) or ".." in name.split("/"):
+        return report.add(here + ("path",), "command", "must be a path under "
+                          f"{{trial_dir}}, relative to it {got(name)}")
+    fmt = section.get("format", format_of(name))
+    if fmt is None:
+        return report.add(here + ("format",), "missing", f"cannot tell the format of "
+                          f"`{name}` from its name: add `format:` ({', '.join(FORMATS)})")
+    if fmt not in FORMATS:
+        close = suggest(str(fmt), FORMATS)
+        hint = f"; did you mean `{close}`?" if close else ""
+        return report.add(here + ("format",), "value", f"must be one of "
+                          f"{', '.join(FORMATS)} {got(fmt)}{hint}")
+    return MetricsFile(name, fmt)
 
 
 def _read_resume(value: Any, report: Report) -> Any:

@@ -13,7 +13,7 @@ import math
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from hpsearch.errors import SpaceIssue
-from hpsearch.space._yaml import REJECTED, format_path
+from hpsearch.space._yaml import REJECTED, Index, format_path
 
 Path = tuple[Any, ...]
 Locate = Callable[[Path], "tuple[str | None, int | None]"]
@@ -143,6 +143,24 @@ class Report:
         return BAD
 
     # -- structure -------------------------------------------------------------------
+
+    def listed(self, value: Any, path: Path, read_one: Callable[[Any, Path], Any]) -> Any:
+        """A value that is one item or a list of them (``metrics: PATTERN`` or
+        ``metrics: [A, B]``): each item read by ``read_one(item, its key path)``, which
+        returns what to keep or :data:`BAD`. The list of what it kept (``[]`` when the key
+        is absent), or :data:`BAD` at the first bad item."""
+        if value is None:
+            return []
+        if value is REJECTED:
+            return BAD
+        several = isinstance(value, (list, tuple))
+        out = []
+        for i, item in enumerate(value if several else [value]):
+            kept = read_one(item, path + (Index(i),) if several else path)
+            if kept is BAD:
+                return BAD
+            out.append(kept)
+        return out
 
     def mapping(self, value: Any, path: Path, *, example: str) -> Mapping | Any:
         """``value`` if it is a mapping, else an issue naming the expected shape."""

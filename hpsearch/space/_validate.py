@@ -226,29 +226,24 @@ def _read_search(raw: Mapping, report: Report) -> Any:
         seed = report.integer(section, path, "seed", default=0, minimum=0,
                               maximum=_SEED_LIMIT - 1)
     startup = report.integer(section, path, "n_startup_trials", default=10, minimum=0)
-    warm = _read_warm_start(section.get("warm_start"), path + ("warm_start",), report)
+    warm_start = _read_warm_start(section.get("warm_start"), path + ("warm_start",), report)
     best = report.integer(section, path, "warm_start_best", default=3, minimum=0)
-    if not ok(algorithm, seed, startup, warm, best):
+    if not ok(algorithm, seed, startup, warm_start, best):
         return BAD
-    return Search(algorithm=algorithm, seed=seed, n_startup_trials=startup, warm_start=warm,
+    return Search(algorithm=algorithm, seed=seed, n_startup_trials=startup, warm_start=warm_start,
                   warm_start_best=best)
 
 
 def _read_warm_start(value: Any, path: tuple, report: Report) -> Any:
     """``latest``, a sweep name, or a list of them."""
-    if value is None:
-        return ()
-    if value is REJECTED:
-        return BAD
-    names = value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for i, name in enumerate(names):
-        here = path + (Index(i),) if isinstance(value, (list, tuple)) else path
+    def read_one(name: Any, here: tuple) -> Any:
         if not isinstance(name, str) or not (name == "latest" or _NAME.match(name)):
             return report.add(here, "name", "must be `latest` or the name of an earlier "
                               f"sweep in the same storage {got(name)}")
-        out.append(name)
-    return tuple(dict.fromkeys(out))
+        return name
+
+    names = report.listed(value, path, read_one)
+    return BAD if names is BAD else tuple(dict.fromkeys(names))
 
 
 def _read_scheduler(raw: Mapping, report: Report) -> Any:

@@ -3,7 +3,7 @@
 ============  =========================================================================
 layout        :class:`SweepDir`: every file name in a sweep; atomic writes; the one
               fence every deletion goes through (:func:`remove_inside`)
-status        the trial statuses and what they mean together
+status        the trial and sweep statuses and what they mean together
 records       :class:`TrialRecords`: per-trial state fed by Tune's results
 tables/       records -> ``trials.parquet`` / ``history.parquet``; readers for notebooks;
               the tables read back for a resume

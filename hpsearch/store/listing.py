@@ -95,7 +95,7 @@ def _summary(sweep: SweepDir) -> dict[str, Any]:
     status = str(manifest.get("status", "?"))
     if driver_died(manifest):
         status = "died (resume it)"
-    elif status == "disk_full":
+    elif status == st.SWEEP_DISK_FULL:
         status = "disk full (resume it)"
     return {
         "name": sweep.name,

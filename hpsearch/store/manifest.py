@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from hpsearch.errors import DamagedSweepError
 from hpsearch.store import procs
+from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir, write_atomic
 
 __all__ = ["CREATED_BY", "LAYOUT_VERSION", "command_line", "driver_alive", "git_state",
@@ -100,7 +101,7 @@ def new_manifest(
         "seed": seed,
         "started_at": now_iso(),
         "ended_at": None,
-        "status": "running",
+        "status": st.SWEEP_RUNNING,
         "runs": [{"command": argv, "started_at": now_iso()}],
     }
 
@@ -177,7 +178,7 @@ def driver_alive(manifest: Mapping[str, Any]) -> bool:
 
 def driver_died(manifest: Mapping[str, Any]) -> bool:
     """A ``running`` sweep whose driver, recorded on this machine, is gone."""
-    return (manifest.get("status") == "running" and procs.same_machine(last_run(manifest))
+    return (manifest.get("status") == st.SWEEP_RUNNING and procs.same_machine(last_run(manifest))
             and not driver_alive(manifest))
 
 

@@ -1,4 +1,7 @@
-"""Trial statuses: the values of the ``status`` column, and what they mean together.
+"""Trial and sweep statuses: the values of the trial table's ``status`` column and of the
+manifest's ``status``, and what they mean together.
+
+Trial statuses (``trials.parquet``):
 
 =====================  ==================================================================
 ``completed``          trained to the end of its budget (``scheduler.max_t``)
@@ -10,6 +13,12 @@
 ``running``            started, not ended
 ``pending``            created, no report yet
 =====================  ==================================================================
+
+Sweep statuses (``manifest.json``, :attr:`hpsearch.SweepResult.status`, and the
+``HPSEARCH_STATUS`` a notify command gets) are the ``SWEEP_*`` constants below, each with
+its meaning; :data:`SWEEP_STATUSES` lists them. ``planned``, ``failed`` and ``crashed``
+are never written to a manifest: they say how a command ended (a dry run, a run that
+raised).
 """
 
 from __future__ import annotations
@@ -18,7 +27,10 @@ from typing import Any, Iterable, Mapping
 
 __all__ = ["COMPLETED", "STOPPED_BY_ASHA", "STOPPED", "DIVERGED", "UNSUPPORTED_PRECISION",
            "FAILED", "RUNNING", "PENDING", "STATUSES", "ENDED", "UNFINISHED", "WITH_RESULT",
-           "count", "is_ended"]
+           "count", "is_ended", "SWEEP_RUNNING", "SWEEP_FINISHED", "SWEEP_DEADLINE",
+           "SWEEP_NO_TRIAL_COMPLETED", "SWEEP_ALL_FAILED", "SWEEP_MISSING_METRIC",
+           "SWEEP_INTERRUPTED", "SWEEP_STALLED", "SWEEP_DISK_FULL", "SWEEP_PLANNED",
+           "SWEEP_FAILED", "SWEEP_CRASHED", "SWEEP_STATUSES"]
 
 COMPLETED = "completed"
 STOPPED_BY_ASHA = "stopped_by_asha"
@@ -40,6 +52,36 @@ ENDED = frozenset(STATUSES) - UNFINISHED
 WITH_RESULT = frozenset({COMPLETED, STOPPED_BY_ASHA, STOPPED})
 #: Reported by the training loop itself on its last report.
 FROM_LOOP = frozenset({COMPLETED, DIVERGED, UNSUPPORTED_PRECISION})
+
+#: A driver is running the sweep (or died: ``driver_alive`` in the manifest tells).
+SWEEP_RUNNING = "running"
+#: Every planned trial ended, or the time budget did, and some trial has a value.
+SWEEP_FINISHED = "finished"
+#: ``budget.deadline`` came (or left no time to start a trial); what ran is in the tables.
+SWEEP_DEADLINE = "deadline"
+#: The sweep ended and no trial produced a usable objective value.
+SWEEP_NO_TRIAL_COMPLETED = "no_trial_completed"
+#: The first trials to end all failed, so the sweep stopped early.
+SWEEP_ALL_FAILED = "all_failed"
+#: A trial's first report lacked a metric the objectives or constraints name: it stopped.
+SWEEP_MISSING_METRIC = "missing_metric"
+#: Ctrl-C stopped it; its running trials stay unfinished, and ``resume`` continues them.
+SWEEP_INTERRUPTED = "interrupted"
+#: Nothing started, reported or ended for a long time while resources were pending.
+SWEEP_STALLED = "stalled"
+#: Its disk filled; its trials are paused, and ``resume`` continues them once space is freed.
+SWEEP_DISK_FULL = "disk_full"
+#: A dry run: the plan was made and no trial started (never in a manifest).
+SWEEP_PLANNED = "planned"
+#: The run raised an hpsearch error before its sweep ended (never in a manifest).
+SWEEP_FAILED = "failed"
+#: The run raised anything else, set-up included (never in a manifest).
+SWEEP_CRASHED = "crashed"
+
+#: Every sweep status, those a manifest may hold first.
+SWEEP_STATUSES = (SWEEP_RUNNING, SWEEP_FINISHED, SWEEP_DEADLINE, SWEEP_NO_TRIAL_COMPLETED,
+                  SWEEP_ALL_FAILED, SWEEP_MISSING_METRIC, SWEEP_INTERRUPTED, SWEEP_STALLED,
+                  SWEEP_DISK_FULL, SWEEP_PLANNED, SWEEP_FAILED, SWEEP_CRASHED)
 
 
 def is_ended(status: Any) -> bool:

@@ -1,7 +1,7 @@
 """What a sweep's records say, in words: counts, the best trial, the live status line.
 
 Pure formatting over :class:`TrialRecords`; the Tune callback that prints it lives in
-:mod:`hpsearch.driver.callbacks`.
+:mod:`hpsearch.driver.monitor.progress`.
 """
 
 from __future__ import annotations

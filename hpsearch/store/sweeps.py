@@ -22,6 +22,7 @@ from typing import Any, Mapping
 import yaml
 
 from hpsearch.errors import StorageError, SweepExistsError, SweepNotFoundError
+from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir, remove_inside, write_atomic
 from hpsearch.store.manifest import (
     command_line,
@@ -114,7 +115,7 @@ def open_existing(sweep: SweepDir) -> dict[str, Any]:
 
 
 def _refuse_if_running(sweep: SweepDir, manifest: Mapping[str, Any]) -> None:
-    if manifest.get("status") == "running" and driver_alive(manifest):
+    if manifest.get("status") == st.SWEEP_RUNNING and driver_alive(manifest):
         pid = (last_run(manifest).get("driver") or {}).get("pid")
         raise SweepExistsError(
             f"sweep {sweep.name!r} is still running (driver pid {pid} on this machine); stop "
@@ -124,7 +125,7 @@ def _refuse_if_running(sweep: SweepDir, manifest: Mapping[str, Any]) -> None:
 def begin_run(sweep: SweepDir, manifest: dict[str, Any], *, plan: Mapping[str, Any]) -> None:
     """Record that a resumed run starts (its command and plan) in ``manifest``. The
     driver's own entry is added by :func:`~hpsearch.store.manifest.record_driver`."""
-    manifest["status"] = "running"
+    manifest["status"] = st.SWEEP_RUNNING
     manifest["plan"] = dict(plan)
     manifest.setdefault("runs", []).append({"command": command_line(), "started_at": now_iso()})
 

@@ -4,9 +4,9 @@ The harness never imports Ray. It is handed a :class:`Session`:
 
 * :class:`LocalSession` (here) runs in the current process: ``hpsearch trial`` with one
   worker, unit tests, benchmarks. Checkpoints go to a local folder.
-* ``hpsearch.trial`` provides a Ray Train session (``ray.train.report`` /
-  ``ray.train.get_checkpoint``) and a Ray Tune session for one-worker trials that skip
-  the worker group.
+* :mod:`hpsearch.driver.trials.sessions` provides the sessions under Ray: a Ray Tune
+  session for one-worker trials that skip the worker group, a Ray Train session
+  (``ray.train.report`` / ``ray.train.get_checkpoint``), and a warm worker group's.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from hpsearch.errors import ClusterError
 
@@ -58,7 +59,7 @@ def node_resources() -> list[dict[str, float]]:
 # per health-check interval (2 s by default): several intervals of pure waiting per trial
 # start and end. 0.2 s costs nothing measurable and saves seconds per trial
 # (benchmarks/trial_startup.py).
-JOB_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
+JOB_ENV = MappingProxyType({"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"})
 
 
 def quiet_ray_output(verbose: bool) -> None:

@@ -32,8 +32,8 @@ from hpsearch.errors import ClusterError, InvalidArgumentError
 __all__ = ["job_address", "submission_id", "submit_resume", "submit_sweep"]
 
 #: Never uploaded: version control, virtual environments, sweeps, and hpsearch itself.
-EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.pyc", "runs/", "/hpsearch/",
-            "*.egg-info/"]
+EXCLUDES = (".git", ".venv", "venv", "__pycache__", "*.pyc", "runs/", "/hpsearch/",
+            "*.egg-info/")
 
 
 #: How long a submission waits for a just-started cluster's job agent.
@@ -114,7 +114,7 @@ def _submit(command: list[str], *, root: Path, address: str | None,
         while True:
             try:
                 client.submit_job(entrypoint=entrypoint, submission_id=sub_id,
-                                  runtime_env={"working_dir": str(root), "excludes": EXCLUDES,
+                                  runtime_env={"working_dir": str(root), "excludes": list(EXCLUDES),
                                                "env_vars": env})
             except RuntimeError as exc:
                 if "already exists" in str(exc):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hpsearch.space.spec import Spec
@@ -79,6 +80,7 @@ class MilestoneTimes:
             return
 
 
+@dataclass(kw_only=True, eq=False)
 class Admission:
     """The start rule of one run of a sweep (see the module docstring).
 
@@ -96,18 +98,17 @@ class Admission:
         refused_for_deadline: A trial was not started because of the deadline.
     """
 
-    def __init__(self, *, planned: int, slots: int, deadline_at: float | None = None,
-                 first_milestone_s: Callable[[], float | None] = lambda: None,
-                 ledger: Any = None, clock: Callable[[], float] = time.time):
-        self.planned = planned
-        self.slots = slots
-        self.deadline_at = deadline_at
-        self.first_milestone_s = first_milestone_s
-        self.ledger = ledger
-        self.clock = clock
-        self.refused_for_deadline = False
-        if ledger is not None:
-            ledger.update(0, want=min(slots, planned), force=True)  # registered at once
+    planned: int
+    slots: int
+    deadline_at: float | None = None
+    first_milestone_s: Callable[[], float | None] = lambda: None
+    ledger: Any = None
+    clock: Callable[[], float] = time.time
+    refused_for_deadline: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.ledger is not None:  # registered at once
+            self.ledger.update(0, want=min(self.slots, self.planned), force=True)
 
     def want(self, *, active: int, to_start: int) -> int:
         """The most trials the sweep could run at once now: those running and those it may

@@ -21,6 +21,7 @@ step, and the first reason that holds ends the run and is kept as :attr:`reason`
 from __future__ import annotations
 
 import time
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Callable
 
 from ray.tune.stopper import Stopper
@@ -28,9 +29,15 @@ from ray.tune.stopper import Stopper
 from hpsearch.store import status as st
 from hpsearch.store.records import TrialRecords
 
-__all__ = ["SweepStopper"]
+__all__ = ["TIME_BUDGET", "SweepStopper"]
+
+#: The one reason that is no sweep status: the run ends ``finished`` or
+#: ``no_trial_completed`` by what its trials found. The others are the sweep statuses
+#: of :mod:`hpsearch.store.status` of the same names.
+TIME_BUDGET = "time_budget"
 
 
+@dataclass(eq=False, repr=False)
 class SweepStopper(Stopper):
     """Ends the sweep for the first reason that holds (module docstring).
 
@@ -46,24 +53,25 @@ class SweepStopper(Stopper):
             or ``None``.
     """
 
-    def __init__(self, records: TrialRecords, *, all_failed_after: int, watch: Any = None,
-                 time_budget_s: float | None = None, deadline_at: float | None = None,
-                 clock: Callable[[], float] = time.time, disk: Any = None,
-                 problem: Callable[[], str | None] = lambda: None):
-        self.records = records
-        self.problem = problem
-        self.disk = disk
-        self.all_failed_after = all_failed_after
-        self.watch = watch
-        self.clock = clock
-        self.started = clock()
+    records: TrialRecords
+    _: KW_ONLY
+    all_failed_after: int
+    watch: Any = None
+    time_budget_s: InitVar[float | None] = None
+    deadline_at: float | None = None
+    clock: Callable[[], float] = time.time
+    disk: Any = None
+    problem: Callable[[], str | None] = lambda: None
+    #: Why the sweep ended, once a reason held (module docstring), else ``None``.
+    reason: str | None = field(default=None, init=False)
+
+    def __post_init__(self, time_budget_s: float | None) -> None:
+        self.started = self.clock()
         self.budget_ends = self.started + time_budget_s if time_budget_s else None
-        self.deadline_at = deadline_at
-        self.reason: str | None = None
 
     def interrupt(self) -> None:
         """Ctrl-C: end the run at Tune's next step, leaving running trials to resume."""
-        self.reason = self.reason or "interrupted"
+        self.reason = self.reason or st.SWEEP_INTERRUPTED
 
     def __call__(self, trial_id: str, result: dict) -> bool:
         return False
@@ -75,18 +83,18 @@ class SweepStopper(Stopper):
 
     def _why(self) -> str | None:
         if self.disk is not None and self.disk.full:
-            return "disk_full"
+            return st.SWEEP_DISK_FULL
         if self.problem() is not None:
-            return "missing_metric"
+            return st.SWEEP_MISSING_METRIC
         if self.all_failed():
-            return "all_failed"
+            return st.SWEEP_ALL_FAILED
         if self.watch is not None and self.watch.should_stop():
-            return "stalled"
+            return st.SWEEP_STALLED
         now = self.clock()
         if self.deadline_at is not None and now >= self.deadline_at:
-            return "deadline"
+            return st.SWEEP_DEADLINE
         if self.budget_ends is not None and now >= self.budget_ends:
-            return "time_budget"
+            return TIME_BUDGET
         return None
 
     def all_failed(self) -> bool:

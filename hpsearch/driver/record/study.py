@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 import optuna
@@ -39,14 +40,14 @@ __all__ = ["STUDY_STATE", "RecordedTrial", "SweepJournal", "check_sweep_study",
 
 #: The study state of a trial, by its status in ``trials.parquet``. A ``stopped`` trial
 #: with no intermediate value is ``FAIL`` instead: it never reported.
-STUDY_STATE: Mapping[str, TrialState] = {
+STUDY_STATE: Mapping[str, TrialState] = MappingProxyType({
     st.COMPLETED: TrialState.COMPLETE,
     st.STOPPED_BY_ASHA: TrialState.PRUNED,
     st.STOPPED: TrialState.PRUNED,
     st.DIVERGED: TrialState.FAIL,
     st.UNSUPPORTED_PRECISION: TrialState.FAIL,
     st.FAILED: TrialState.FAIL,
-}
+})
 
 
 def study_step(t: float, milestones: Sequence[float], reported: Iterable[int]) -> int:

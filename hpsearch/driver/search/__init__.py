@@ -10,7 +10,7 @@ rungs       ASHA's rule as plain data (the sweep, the planner and replays share 
 pareto      MO-ASHA's rule as plain data: non-dominated sorting of a rung, its order
 objectives  several objectives and constraints as the study records them
 schedulers  ASHA on Tune's public scheduler interface, seeded from the study
-warmstart   a new sweep learns from earlier sweeps of the same space
+warmstart   warm start: a new sweep's study learns from earlier sweeps of the space
 ==========  ============================================================================
 
 Nothing here decides how many trials run at once (``limits``) or how a trial runs

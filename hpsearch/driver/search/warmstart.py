@@ -21,12 +21,14 @@ or ``latest``: the newest earlier sweep in the same storage whose space has the 
 
 The sweep's sampler seed is mixed with the sweep's name, so two warm-started nights with
 ``seed: 0`` do not draw the same random proposals. The manifest records what was imported.
+:func:`warm_start` is the whole operation, as a new sweep begins.
 """
 
 from __future__ import annotations
 
 import math
 import zlib
+from dataclasses import replace
 from typing import Any, Mapping
 
 from hpsearch.errors import InvalidArgumentError
@@ -34,12 +36,40 @@ from hpsearch.driver.search.space import distributions, inside
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
+from hpsearch.store.manifest import write_manifest
 from hpsearch.store.tables import python_value
 
-__all__ = ["import_trials", "resolve_sources", "warm_seed"]
+__all__ = ["import_trials", "resolve_sources", "warm_seed", "warm_start"]
 
 #: Statuses whose trials teach the sampler something.
 _IMPORTED = (st.COMPLETED, st.STOPPED_BY_ASHA, st.STOPPED)
+
+
+def warm_start(spec: Spec, sweep: SweepDir, manifest: dict[str, Any], stream: Any) -> Spec:
+    """Seed the new sweep's study with earlier sweeps' trials and record what was
+    imported in its manifest; returns the spec with the sweep's own sampler seed."""
+    from hpsearch.driver.record.study import open_study
+
+    spec = replace(spec, search=replace(spec.search,
+                                        seed=warm_seed(spec.search.seed, sweep.name)))
+    manifest["seed"] = spec.search.seed
+    sources = resolve_sources(sweep, spec, spec.search.warm_start)
+    if not sources:
+        manifest["warm_start"] = {"from": [], "imported": 0, "note": "no earlier sweep"}
+        print("warm start: no earlier sweep of this space yet; starting fresh", file=stream)
+    else:
+        study, journal = open_study(
+            sweep, direction="minimize" if spec.objective.mode == "min" else "maximize")
+        summary = import_trials(spec, study, sources)
+        if journal is not None:
+            journal.sync()
+        manifest["warm_start"] = summary
+        print(f"warm start: {summary['imported']} trials from {', '.join(summary['from'])}"
+              f" ({summary['not_fitting']} outside this space, {summary['skipped']} failed "
+              f"or unfinished); {len(summary['enqueued'])} best configurations run first",
+              file=stream)
+    write_manifest(sweep, manifest)
+    return spec
 
 
 def resolve_sources(sweep: SweepDir, spec: Spec, names: tuple[str, ...]) -> list[SweepDir]:

@@ -157,10 +157,10 @@ class SweepRun:
 
     def _finish(self) -> SweepResult:
         record = self.record
-        if self.disk.full or self.stopper.reason == "disk_full":
+        if self.disk.full or self.stopper.reason == st.SWEEP_DISK_FULL:
             return self._paused_by_disk()
-        interrupted = self.stopper.reason == "interrupted"
-        status = "interrupted"
+        interrupted = self.stopper.reason == st.SWEEP_INTERRUPTED
+        status = st.SWEEP_INTERRUPTED
         try:
             if not interrupted:  # ended for good: the trials still running are stopped
                 record.settle()
@@ -175,15 +175,15 @@ class SweepRun:
                 return self._paused_by_disk()
             raise record.storage_error
         sweep = self.sweep
-        if status == "stalled":
+        if status == st.SWEEP_STALLED:
             raise SweepStalledError(
                 f"the sweep stalled and was stopped: {self.watch.diagnosis}. The tables in "
                 f"{sweep} are up to date; free the resources, then `hpsearch resume "
                 f"{sweep.name} --storage {sweep.storage}`.")
-        if status == "missing_metric":
+        if status == st.SWEEP_MISSING_METRIC:
             raise ConstraintMetricMissing(
                 f"{self.searcher.problem}. The sweep stopped; its tables are in {sweep}.")
-        if status == "interrupted":
+        if status == st.SWEEP_INTERRUPTED:
             raise Interrupted(
                 f"interrupted: the tables in {sweep} are up to date. "
                 f"Continue with `hpsearch resume {sweep.name} --storage {sweep.storage}`.")
@@ -195,7 +195,7 @@ class SweepRun:
         settled: the running trials continue on resume), and the one line says the rest."""
         self.record.flush(force=True)  # whole or not at all; the last whole copy stays
         try:
-            self.record.close("disk_full")
+            self.record.close(st.SWEEP_DISK_FULL)
         except StorageError:
             pass  # the manifest keeps saying "running": `ls` then says to resume it
         need = storage_need(self.spec, self.plan.slots, sweep=self.sweep,
@@ -204,15 +204,15 @@ class SweepRun:
 
     def _status(self, counts: dict[str, int]) -> str:
         reason = self.stopper.reason
-        if reason == "stalled":
-            return "stalled"
-        if reason == "deadline" or self.admission.refused_for_deadline:
-            return "deadline"
-        if reason in ("all_failed", "missing_metric"):
+        if reason == st.SWEEP_STALLED:
+            return st.SWEEP_STALLED
+        if reason == st.SWEEP_DEADLINE or self.admission.refused_for_deadline:
+            return st.SWEEP_DEADLINE
+        if reason in (st.SWEEP_ALL_FAILED, st.SWEEP_MISSING_METRIC):
             return reason
         if not any(counts.get(s) for s in st.WITH_RESULT):
-            return "no_trial_completed"
-        return "finished"
+            return st.SWEEP_NO_TRIAL_COMPLETED
+        return st.SWEEP_FINISHED
 
 
 def _reseeded(spec: Spec, runs_before: int) -> Spec:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.errors import HpsearchError
+from hpsearch.store import status as st
 
 __all__ = ["EXIT_INTERRUPTED", "Interrupted", "SweepResult"]
 
@@ -30,7 +31,8 @@ class SweepResult:
         sweep_dir: The sweep directory.
         status: ``finished``, ``deadline`` (the deadline ended it; trials that ran are in
             the tables), ``no_trial_completed``, ``all_failed``, ``missing_metric``,
-            ``interrupted``, ``stalled`` or ``planned``.
+            ``interrupted``, ``stalled`` or ``planned`` (the ``SWEEP_*`` constants of
+            :mod:`hpsearch.store.status`).
         plan: Slots, rungs and cost estimate.
         best: The best trial's row of the trial table (``None`` if none has a value).
         counts: Trials per status.
@@ -47,5 +49,5 @@ class SweepResult:
 
     @property
     def exit_code(self) -> int:
-        return {"finished": EXIT_OK, "planned": EXIT_OK, "deadline": EXIT_OK,
-                "interrupted": EXIT_INTERRUPTED}.get(self.status, EXIT_NO_TRIAL)
+        return {st.SWEEP_FINISHED: EXIT_OK, st.SWEEP_PLANNED: EXIT_OK, st.SWEEP_DEADLINE: EXIT_OK,
+                st.SWEEP_INTERRUPTED: EXIT_INTERRUPTED}.get(self.status, EXIT_NO_TRIAL)

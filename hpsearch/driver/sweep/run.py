@@ -28,6 +28,7 @@ from hpsearch.driver.sweep.timing import deadline_at, plan_record, still_ahead
 from hpsearch.driver.trials.runners import Runner
 from hpsearch.errors import DiskFullError, is_disk_full
 from hpsearch.space.spec import Spec
+from hpsearch.store import status as st
 from hpsearch.store import sweeps
 from hpsearch.store.layout import SweepDir, fmt_bytes, free_bytes
 from hpsearch.store.manifest import command_line, new_manifest
@@ -73,13 +74,13 @@ def run_sweep(
 
         plan = make_plan(spec, local_resources(), max_concurrent=max_concurrent)
         need = storage_need(spec, plan.slots, checkpoint=checkpoint_estimate(spec))
-        return SweepResult(sweep.path, "planned", replace(plan, storage=need.line(
+        return SweepResult(sweep.path, st.SWEEP_PLANNED, replace(plan, storage=need.line(
             free_bytes(sweep.storage))))
     exists = False if dry_run else sweeps.check_new(sweep, overwrite=overwrite)
     with _prepared(spec, sweep, address=address, max_concurrent=max_concurrent,
                    verbose=verbose, stream=stream, dry_run=dry_run) as setup:
         if dry_run:
-            return SweepResult(sweep.path, "planned", setup.plan)
+            return SweepResult(sweep.path, st.SWEEP_PLANNED, setup.plan)
         until = deadline_at(spec)
         manifest = new_manifest(
             name=sweep.name, argv=command_line(), seed=spec.search.seed,
@@ -94,7 +95,7 @@ def run_sweep(
             print("  " + line, file=stream)
         stream.flush()
         if spec.search.warm_start:
-            from hpsearch.driver.sweep.warm import warm_start
+            from hpsearch.driver.search.warmstart import warm_start
 
             record.spec = warm_start(spec, sweep, manifest, stream)
         return _drive(record, setup, deadline=until, verbose=verbose, stream=stream)

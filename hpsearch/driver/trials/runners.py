@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Mapping
 
 from hpsearch.driver.cluster.preflight import simulating_gpus
@@ -47,7 +48,7 @@ __all__ = ["HangLedger", "InProcessRunner", "Runner", "TrainRunner", "train_then
 # The Tune trial that drives a Ray Train run only waits on it, so it reserves no CPU (a
 # fraction would make two 1-CPU workers not fit on 2 CPUs). Tune refuses an empty
 # resource request, hence one byte of memory.
-DRIVER_RESOURCES = {"CPU": 0, "memory": 1}
+DRIVER_RESOURCES = MappingProxyType({"CPU": 0, "memory": 1})
 
 
 @functools.lru_cache(maxsize=8)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hpsearch.driver.cluster.connect import NAMESPACE
@@ -23,9 +23,19 @@ __all__ = ["ACQUIRE_TIMEOUT_ENV", "WarmRunner"]
 #: Seconds a trial waits for a free worker group before it fails (default 900).
 ACQUIRE_TIMEOUT_ENV = "HPSEARCH_WARM_ACQUIRE_TIMEOUT_S"
 
-#: The driver's handles of the warm pools it opened (pool name -> actor handle): Ray ends
-#: an actor whose handles are all gone.
-_OPEN_POOLS: dict[str, Any] = {}
+class _OpenedPool:
+    """The driver's handle of the pool a runner opened, held from :meth:`WarmRunner.open`
+    to :meth:`WarmRunner.close`: Ray ends an actor whose handles are all gone.
+
+    It stays on the driver: a pickled copy of the runner (in each Tune trial, in the pool
+    itself) gets an empty one, and finds the pool by its name.
+    """
+
+    def __init__(self) -> None:
+        self.handle: Any = None
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return _OpenedPool, ()
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,8 @@ class WarmRunner(TrainRunner):
 
     pool: str = ""
     reuse_actors: ClassVar[bool] = True  # the thin Tune trial's actor is cheap to keep
+    _opened: _OpenedPool = field(default_factory=_OpenedPool, init=False, repr=False,
+                                 compare=False)
 
     def open(self, sweep: SweepDir, *, slots: int) -> None:
         import ray
@@ -43,14 +55,14 @@ class WarmRunner(TrainRunner):
         pool = ray.remote(num_cpus=0, max_concurrency=64)(WarmPool).options(
             name=self.pool, namespace=NAMESPACE).remote(self, sweep, slots)
         ray.get(pool.size.remote())  # up and named before the first trial looks for it
-        _OPEN_POOLS[self.pool] = pool
+        self._opened.handle = pool
 
     def close(self) -> None:
         import ray
 
         from hpsearch.driver.internals import reap_orphan_placement_groups
 
-        pool = _OPEN_POOLS.pop(self.pool, None) or self._pool()
+        pool, self._opened.handle = self._opened.handle or self._pool(), None
         if pool is None:
             return
         try:

@@ -100,3 +100,7 @@ def test_a_warm_sweeps_pool_follows_its_share_of_the_ledger(ray_instance, tmp_pa
         other.close()
         runner.close()
         run.admission.close()
+    deadline = time.monotonic() + 30  # the pool the runner held goes with its close
+    while runner._pool() is not None:
+        assert time.monotonic() < deadline, "the warm pool outlived runner.close()"
+        time.sleep(0.1)

@@ -25,18 +25,10 @@ Three questions, each answered side by side in one run:
 * ``writes``: the cost of one write at a trial end as the sweep grows, layout 3 (the trial
   table replaced whole, the history appended to) against the single-file layout it
   replaced (every write rewrote both tables), on the same records.
-* ``table-path``: the trial-table writes of a ``--trials`` sweep whose wall is ``--wall``
-  s (one write per ``--interval`` s, as ``TablesCallback`` writes, and one at the end),
-  by the writer's incremental Arrow path (``_TrialColumns``) against the pandas path it
-  falls back to (``trials_frame``, then ``pa.Table.from_pandas`` or
-  ``write_parquet_atomic``), on the same records at the same moments; the saving as a
-  share of ``--driver-s`` (the sweep's measured driver time). The three files are checked
-  equal.
 
     .venv/bin/python benchmarks/scale.py sweep --trials 2000 --reps 1   # starts Ray
     .venv/bin/python benchmarks/scale.py read
     .venv/bin/python benchmarks/scale.py writes
-    .venv/bin/python benchmarks/scale.py table-path --wall 46.4 --reps 5
 
 ``sweep --same-files`` has bare Tune write only what hpsearch writes of Tune's files (CSV
 and JSON, no TensorBoard events: ``HPSEARCH_TENSORBOARD``), so that the ratio is the cost
@@ -371,7 +363,7 @@ def read_child(args) -> None:
 def read_main(args) -> None:
     from hpsearch.store.layout import SweepDir
     from hpsearch.store.tables import TablesWriter
-    from hpsearch.store.tables.frames import _history_df
+    from hpsearch.store.tables.frames import history_rows_frame
 
     with tempfile.TemporaryDirectory(prefix="hpsearch-scale-read-") as root:
         sweep = SweepDir.of(root)
@@ -384,7 +376,7 @@ def read_main(args) -> None:
             # parts are a sweep's; trials.parquet once at the end (it does not grow with
             # reports, and "writes" measures it).
             w = time.perf_counter()
-            writer.history.write(records, _history_df)
+            writer.history.write(records, history_rows_frame)
             writes[0] += time.perf_counter() - w
             writes[1] += 1
 
@@ -434,7 +426,7 @@ def _single_file_write(records, sweep) -> None:
 def writes_main(args) -> None:
     from hpsearch.store.layout import SweepDir
     from hpsearch.store.tables import TablesWriter, trials_frame, write_parquet_atomic
-    from hpsearch.store.tables.frames import _history_df
+    from hpsearch.store.tables.frames import history_rows_frame
 
     sizes = sorted(set(args.at))
     print("| trials so far | reports so far | single file: ms per write | layout 3: ms per "
@@ -446,7 +438,7 @@ def writes_main(args) -> None:
         state = {"next": 0}
 
         def append(records):
-            writer.history.write(records, _history_df)
+            writer.history.write(records, history_rows_frame)
 
         def on_end(records):
             n = len(records.trials)
@@ -493,90 +485,6 @@ def _trial_reports(rng, tid: str, k: int, lr: float, t0: float):
                "time_total_s": 0.02 * e, "training_iteration": e}
 
 
-def table_path_main(args) -> None:
-    """The trial table written as a sweep of ``--trials`` trivial trials writes it (at most
-    every ``--interval`` s of a ``--wall`` s sweep, and once at the end), by the writer's
-    incremental Arrow path (``_TrialColumns``) and by the pandas path it falls back to,
-    on the same records at the same moments, alternating which goes first."""
-    import random
-
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from hpsearch.store.layout import SweepDir, write_atomic
-    from hpsearch.store.records import TrialRecords
-    from hpsearch.store.tables import trials_frame, write_parquet_atomic
-    from hpsearch.store.tables.writer import TablesWriter
-
-    def fallback(records, sweep):  # TablesWriter.write_trials without _TrialColumns
-        table = pa.Table.from_pandas(trials_frame(records), preserve_index=False)
-        write_atomic(sweep.trials, lambda tmp: pq.write_table(table, tmp, compression="snappy"))
-
-    n, writes = args.trials, max(1, int(args.wall / args.interval))
-    args.driver_s = args.driver_s or args.wall
-    at = {round(j * n / writes) for j in range(1, writes)}  # trial ends after which it writes
-    spec = spec_for(n)
-    totals = {"incremental": [], "fallback": [], "pandas": []}
-    for rep in range(args.reps):
-        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, \
-                tempfile.TemporaryDirectory() as c:
-            dirs = {"incremental": SweepDir.of(a), "fallback": SweepDir.of(b),
-                    "pandas": SweepDir.of(c)}
-            writer = TablesWriter(dirs["incremental"])
-            paths = {"incremental": lambda r: writer.write_trials(r),
-                     "fallback": lambda r: fallback(r, dirs["fallback"]),
-                     "pandas": lambda r: write_parquet_atomic(trials_frame(r),
-                                                              dirs["pandas"].trials)}
-            spent = dict.fromkeys(paths, 0.0)
-            count = 0
-            rng = random.Random(rep)
-            records = TrialRecords(spec)
-
-            def write_all():
-                nonlocal count
-                order = list(paths) if count % 2 == 0 else list(paths)[::-1]
-                for key in order:
-                    t = time.perf_counter()
-                    paths[key](records)
-                    spent[key] += time.perf_counter() - t
-                count += 1
-
-            for i in range(n):
-                tid = f"{i:08x}"
-                lr = 10 ** rng.uniform(-3, -1)
-                records.start(tid, {"lr": lr})
-                u = rng.random()  # ASHA, rungs at 1 and 2 of 4, reduction 2: ~2.2 reports
-                k = 1 if u < 0.5 else 2 if u < 0.75 else MAX_T
-                for report in _trial_reports(rng, tid, k, lr, time.time()):
-                    records.result(tid, report)
-                if k < MAX_T:
-                    records.stopped_by_scheduler(tid)
-                records.end(tid, returned=True)
-                if i + 1 in at:
-                    write_all()
-            write_all()  # the sweep's end
-            got = {k: pd.read_parquet(d.trials) for k, d in dirs.items()}
-            for key in ("fallback", "pandas"):
-                pd.testing.assert_frame_equal(got["incremental"], got[key], check_dtype=False)
-            used = writer._columns is not None
-            for key in paths:
-                totals[key].append(spent[key])
-            print(f"  rep {rep + 1}: {count} writes of {len(records.trials)} rows "
-                  f"(incremental path {'used' if used else 'NOT used'}); "
-                  + ", ".join(f"{k} {v:.3f} s" for k, v in spent.items()), flush=True)
-    mid = {k: sorted(v)[len(v) // 2] for k, v in totals.items()}
-    print(f"\n| trials | writes | incremental (_TrialColumns) s | fallback (from_pandas) s "
-          f"| trials_frame + write_parquet_atomic s | saving s | of {args.driver_s:.1f} s "
-          f"of driver |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    saving = mid["pandas"] - mid["incremental"]
-    print(f"| {n} | {count} | {mid['incremental']:.3f} | {mid['fallback']:.3f} | "
-          f"{mid['pandas']:.3f} | {saving:.3f} | {100 * saving / args.driver_s:.2f}% |")
-    print(f"\nmedian of {args.reps} reps; the issue's rule: the incremental path stays only "
-          f"if it saves >= 2% of driver time ({'keep' if saving >= 0.02 * args.driver_s else 'drop'})")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -597,14 +505,6 @@ def main() -> None:
     p.add_argument("--at", type=int, nargs="+", default=[100, 1000, 2000, 5000, 10000])
     p.add_argument("--reports", type=int, default=10)
     p.add_argument("--reps", type=int, default=5)
-    p = sub.add_parser("table-path", help="the trial table's incremental path vs pandas")
-    p.add_argument("--trials", type=int, default=2000)
-    p.add_argument("--wall", type=float, default=46.4,
-                   help="the sweep's wall s (scale.py sweep's hpsearch side): the writes it implies")
-    p.add_argument("--interval", type=float, default=2.0, help="TablesCallback's interval_s")
-    p.add_argument("--driver-s", type=float,
-                   help="the driver's time the saving is a share of (default: --wall)")
-    p.add_argument("--reps", type=int, default=3)
     p = sub.add_parser("_side")
     p.add_argument("side", choices=["hpsearch", "bare"])
     p.add_argument("--trials", type=int, required=True)
@@ -614,7 +514,7 @@ def main() -> None:
     p.add_argument("path")
     args = parser.parse_args()
     {"sweep": sweep_main, "read": read_main, "writes": writes_main,
-     "table-path": table_path_main, "_side": side_main,
+     "_side": side_main,
      "_read": read_child}[args.what](args)
 
 

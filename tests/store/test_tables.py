@@ -12,7 +12,7 @@ from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import TrialRecords
 from hpsearch.store.reports import final_status, sanitize_report
 from hpsearch.store.tables import read_history, read_trials
-from tests.store.writing import write_tables, writer_of
+from tests.store.writing import write_tables
 
 
 def make_spec(mode="min", scheduler="asha"):
@@ -253,11 +253,10 @@ def test_a_trial_that_ended_before_the_crash_keeps_its_row_when_tune_replays_it(
     assert len(read_history(tmp_path)) == 4
 
 
-def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(tmp_path):
-    """After its first write, a writer keeps the trial table's columns and updates only the
-    cells of rows that changed (~3 ms instead of ~18 at 2,000 trials): through starts,
-    reports, ends, Optuna links, checkpoint pruning and a resume's dropped rows, the file
-    must read back exactly as the pandas conversion of the same records."""
+def test_the_trial_table_reads_back_as_the_pandas_conversion_through_a_sweeps_changes(tmp_path):
+    """Through starts, reports, ends, Optuna links, checkpoint pruning, a resume's reloaded
+    rows (times as Timestamps) and rows that never started, every write's file reads back
+    exactly as the pandas conversion of the same records, schema and metadata included."""
     import random
 
     import pyarrow as pa
@@ -276,8 +275,6 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
     rng = random.Random(0)
     records = TrialRecords(spec)
     sweep = SweepDir.of(tmp_path)
-    writer = writer_of(records, sweep)
-    incremental = 0
     for i in range(60):
         tid = f"{i:08x}"
         records.start(tid, {"lr": 10 ** rng.uniform(-4, -1), "width": rng.randint(8, 64),
@@ -304,48 +301,24 @@ def test_the_trial_table_built_from_changed_cells_matches_the_pandas_conversion(
             rows, history = load_tables(sweep)
             records = TrialRecords(spec)
             records.load(rows, history)
-            writer = writer_of(records, sweep)
         if i % 11 == 5:  # a trial the study holds that never started: no start time
             records.add_without_reports(f"never{i}", {"lr": 0.01, "width": 8,
                                                       "precision": "fp32"})
-        before = writer._columns.version if writer._columns is not None else None
         write_tables(records, sweep)
-        if before is not None and writer._columns.version == records.version:
-            incremental += 1
         slow = pa.Table.from_pandas(trials_frame(records), preserve_index=False)
         written = pq.read_table(sweep.trials)
         assert written.equals(slow) and written.schema.equals(slow.schema, check_metadata=True)
         pd.testing.assert_frame_equal(read_trials(sweep), trials_frame(records))
         assert str(read_trials(sweep).started_at.dtype) == "datetime64[ns, UTC]"
-    assert incremental >= 50  # the cell-by-cell path was the one taken
 
 
-def test_a_value_its_column_does_not_hold_goes_through_pandas(tmp_path):
+def test_a_value_of_another_type_is_written_as_pandas_converts_it(tmp_path):
     from hpsearch.store.tables import trials_frame
 
     records = TrialRecords(make_spec())
     sweep = SweepDir.of(tmp_path)
     feed(records, "a", [0.5, 0.4])
-    write_tables(records, sweep)
-    write_tables(records, sweep)
-    columns = writer_of(records, sweep)._columns
-    assert columns is not None and columns.table(records) is not None
-    records.trials["a"]["steps"] = 2.5  # pandas refuses it as an integer, so must we
-    records.touch("a")
-    assert columns.table(records) is None
-    records.trials["a"]["steps"] = 2
     records.trials["a"]["error"] = 3  # pandas writes it as "3"
     records.touch("a")
-    assert columns.table(records) is None
     write_tables(records, sweep)
     assert read_trials(sweep).error.iloc[0] == "3" == trials_frame(records).error.iloc[0]
-
-
-def test_every_trial_column_has_a_type_for_the_fast_write():
-    # A column without one silently sends every write back through pandas.
-    from hpsearch.space.spec import TRIAL_COLUMNS
-    from hpsearch.store.tables import frames
-
-    typed = (frames._FLOAT_COLUMNS + frames._INT_COLUMNS + frames._STRING_COLUMNS
-             + frames._TIME_COLUMNS)
-    assert sorted(typed) == sorted(TRIAL_COLUMNS)

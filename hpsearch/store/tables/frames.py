@@ -13,8 +13,8 @@ from typing import Any, Mapping
 from hpsearch.space.spec import TRIAL_COLUMNS, Spec
 from hpsearch.store.records import TrialRecords
 
-__all__ = ["flag_columns", "history_frame", "objective_columns", "trial_columns",
-           "trials_frame"]
+__all__ = ["flag_columns", "history_frame", "history_rows_frame", "objective_columns",
+           "trial_columns", "trials_frame"]
 
 
 # The trial table's columns by type, as trials_frame makes them.
@@ -91,10 +91,10 @@ def trials_frame(records: TrialRecords):
 
 def history_frame(records: TrialRecords):
     """The history table of ``records`` as a DataFrame."""
-    return _history_df(records.history)[0]
+    return history_rows_frame(records.history)[0]
 
 
-def _history_df(rows: list[Mapping[str, Any]]):
+def history_rows_frame(rows: list[Mapping[str, Any]]):
     """History rows as a DataFrame, and the columns stored as strings."""
     import pandas as pd
 

@@ -31,7 +31,7 @@ import logging
 import math
 import time
 from dataclasses import replace
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from optuna.trial import TrialState
 
@@ -169,9 +169,11 @@ class SweepRecord:
         self._watchers.append(watcher)
 
     def begin(self, *, local_ray: list[dict[str, int]], plan: Mapping[str, Any] | None = None,
-              space: Mapping[str, Any] | None = None) -> None:
+              space: Mapping[str, Any] | None = None,
+              note: Callable[[dict[str, Any]], None] | None = None) -> None:
         """This run begins: who drives it, recorded in the manifest (a resume's run, with
-        its ``plan``, and its ``space`` when the resume changed it)."""
+        its ``plan``, and its ``space`` when the resume changed it); ``note`` adds to the
+        manifest once this run has its entry, before the one write."""
         if self.sweep is None:
             return
         if plan is not None:
@@ -179,6 +181,8 @@ class SweepRecord:
         if space is not None:
             sweeps.write_space(self.sweep, space)
         record_driver(self.manifest, local_ray=local_ray)
+        if note is not None:
+            note(self.manifest)
         write_manifest(self.sweep, self.manifest)
 
     def _recover_checkpointed_reports(self) -> None:

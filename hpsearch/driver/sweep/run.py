@@ -194,10 +194,10 @@ def _drive(record: SweepRecord, setup: _Setup, *, deadline: float | None, verbos
     plug-ins and the fit."""
     from hpsearch.driver.internals import local_ray_processes
 
-    note_gpu_simulation(record.spec, record.manifest, stream)
     local_ray = local_ray_processes() if setup.conn.started_local else []
     with _disk_full_ends(record.sweep, setup.need, made=False):
-        record.begin(local_ray=local_ray, plan=plan, space=space)
+        record.begin(local_ray=local_ray, plan=plan, space=space,
+                     note=lambda manifest: note_gpu_simulation(record.spec, manifest, stream))
         run = SweepRun(record, setup.runner, setup.plan, deadline_at=deadline,
                        stream=stream, verbose=verbose, need=setup.need)
     return run.fit()

@@ -144,3 +144,18 @@ def test_a_resume_recovers_the_report_a_running_trial_checkpointed_after_the_dri
     record.open_study(directions=["minimize"])
     assert [h["epoch"] for h in record.rows.history].count(3) <= 1
     assert record.unfinished[0].intermediate == {1: 0.8, 2: 0.7, 3: 0.6}
+
+
+def test_a_resumed_run_has_its_own_manifest_entry_before_anything_notes_in_it(sweep):
+    """`begin` on a resume: the run's entry is added first, so what is noted for this run
+    (simulated GPUs) lands in it and not in the previous run's; one write."""
+    from hpsearch.store.manifest import read_manifest
+
+    manifest = {"name": "t", "status": "interrupted", "runs": [{"command": ["hpsearch", "run"]}]}
+    record = SweepRecord(SPEC, sweep, manifest=manifest)
+    record.begin(local_ray=[], plan={"slots": 2},
+                 note=lambda m: m["runs"][-1].update(simulated_gpu=True))
+    written = read_manifest(sweep)
+    assert len(written["runs"]) == 2 and "simulated_gpu" not in written["runs"][0]
+    assert written["runs"][1]["simulated_gpu"] is True and written["runs"][1]["driver_pid"]
+    assert written["status"] == "running" and written["plan"] == {"slots": 2}

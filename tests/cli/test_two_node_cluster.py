@@ -134,18 +134,23 @@ def dry_run(address: str, env: dict, cwd: Path) -> tuple[subprocess.CompletedPro
     return result, time.monotonic() - start
 
 
-def test_token_mistakes_are_named_at_once(tmp_path, two_nodes):
+def test_token_mistakes_are_named(tmp_path, two_nodes):
+    """A client without the cluster's token, or with a wrong one, gets the line that says
+    which and what to do, not Ray's "cannot reach" (how fast Ray refuses it is Ray's:
+    no wall-clock bound here, which a loaded machine could break)."""
     _, cluster = two_nodes
     no_token = {**cluster.env, "RAY_AUTH_MODE": "disabled"}
-    result, took = dry_run(cluster.address, no_token, tmp_path)
-    assert result.returncode == 2 and took < 15, (took, result.stderr[-500:])
+    result, _ = dry_run(cluster.address, no_token, tmp_path)
+    assert result.returncode == 2, result.stderr[-500:]
     assert "requires token authentication" in result.stderr
     assert "export RAY_AUTH_MODE=token" in result.stderr
+    assert "cannot reach" not in result.stderr
 
     wrong = {**cluster.env, "RAY_AUTH_TOKEN": "0" * 32}
-    result, took = dry_run(cluster.address, wrong, tmp_path)
-    assert result.returncode == 2 and took < 15
+    result, _ = dry_run(cluster.address, wrong, tmp_path)
+    assert result.returncode == 2, result.stderr[-500:]
     assert "refused this client's token" in result.stderr
+    assert "cannot reach" not in result.stderr
 
     result, _ = dry_run(cluster.address, cluster.env, tmp_path)  # the right token
     assert result.returncode == 0, result.stderr[-1000:]

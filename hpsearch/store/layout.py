@@ -398,20 +398,19 @@ class SweepDir:
         found += list((self.train / self.train_run_name(trial_id)).glob("checkpoint_*"))
         return sorted(p for p in found if p.is_dir())
 
-    def checkpointed_report(self, trial_id: str) -> dict | None:
-        """The newest report (by ``step``) a trial's checkpoints were taken at, from the
-        :data:`CHECKPOINT_REPORT` beside each, or ``None``: what a resume recovers when the
-        driver stopped before that report reached it."""
-        newest = None
+    def checkpointed_reports(self, trial_id: str) -> list[dict]:
+        """The reports a trial's checkpoints were taken at (the :data:`CHECKPOINT_REPORT`
+        beside each), oldest first by ``step``: what a resume recovers when the driver
+        stopped before those reports reached it."""
+        found = []
         for directory in self.checkpoint_dirs(trial_id):
             try:
                 report = json.loads((directory / CHECKPOINT_REPORT).read_text())
             except (OSError, ValueError):
                 continue
-            step = report.get("step") if isinstance(report, dict) else None
-            if isinstance(step, (int, float)) and (newest is None or step > newest["step"]):
-                newest = report
-        return newest
+            if isinstance(report, dict) and isinstance(report.get("step"), (int, float)):
+                found.append(report)
+        return sorted(found, key=lambda r: r["step"])
 
     # --- temporary files of atomic writes ------------------------------------------------
 

@@ -190,27 +190,28 @@ class SweepRecord:
         stopped: a trial can checkpoint, and write the report beside it, after the record
         stopped listening. Its resume continues from that checkpoint, so without this the
         report would be in neither the history nor the study. Each unfinished trial's
-        newest checkpointed report past its last one here joins its row, the history and
-        the study (at its study step), and so ASHA's seeded rungs."""
+        checkpointed reports past its last one here join its row, the history and the
+        study (at their study steps), and so ASHA's seeded rungs."""
         from hpsearch.driver.internals import reopen_trial
 
         s = self.spec.scheduler
         key, milestones = s.result_key, (*s.rungs(), s.max_t)
         for i, trial in enumerate(self.unfinished):
-            report = self.sweep.checkpointed_report(trial.trial_id)
-            t = report.get(key) if report else None
-            if not isinstance(t, (int, float)) or t <= _last_reported(self.rows, trial, key):
-                continue
-            self.rows.result(trial.trial_id, report)
-            values = objective_values(report, self.spec.objectives)
-            if values is None:
-                continue
-            step = study_step(float(t), milestones, trial.intermediate)
-            if trial.intermediate and step <= max(trial.intermediate):
-                continue
-            report_values(reopen_trial(self.study, trial.number), step, values)
-            value = values[0] if len(values) == 1 else tuple(values)
-            self.unfinished[i] = replace(trial, intermediate={**trial.intermediate, step: value})
+            for report in self.sweep.checkpointed_reports(trial.trial_id):
+                t = report.get(key)
+                if not isinstance(t, (int, float)) or t <= _last_reported(self.rows, trial, key):
+                    continue
+                self.rows.result(trial.trial_id, report)
+                values = objective_values(report, self.spec.objectives)
+                if values is None:
+                    continue
+                step = study_step(float(t), milestones, trial.intermediate)
+                if trial.intermediate and step <= max(trial.intermediate):
+                    continue
+                report_values(reopen_trial(self.study, trial.number), step, values)
+                value = values[0] if len(values) == 1 else tuple(values)
+                trial = replace(trial, intermediate={**trial.intermediate, step: value})
+            self.unfinished[i] = trial
         self.recorded = [next((u for u in self.unfinished if u.number == t.number), t)
                          for t in self.recorded]
         if self.journal is not None:

@@ -16,7 +16,7 @@ def note_report(checkpoint_dir: str, metrics: Mapping[str, Any]) -> None:
     """Write the report a checkpoint is taken at beside it (``report.json``), before the
     directory is handed on: a driver stopped between the checkpoint and the report (a
     Ctrl-C, a kill) loses the report, and the resume recovers it from here
-    (:meth:`~hpsearch.store.layout.SweepDir.checkpointed_report`)."""
+    (:meth:`~hpsearch.store.layout.SweepDir.checkpointed_reports`)."""
     kept = {k: v for k, v in metrics.items() if k not in ("train_log", "checkpoint_path")
             and (v is None or isinstance(v, (bool, int, float, str)))}
     with open(os.path.join(checkpoint_dir, CHECKPOINT_REPORT), "w") as f:

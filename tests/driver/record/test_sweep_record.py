@@ -139,11 +139,28 @@ def test_a_resume_recovers_the_report_a_running_trial_checkpointed_after_the_dri
     assert record.recorded[0].intermediate == {1: 0.8, 2: 0.7, 3: 0.6}  # ASHA seeds from it
     again = open_study(sweep, create=False)[0]  # the journal on disk has it too
     assert again.trials[0].intermediate_values == {1: 0.8, 2: 0.7, 3: 0.6}
+    # Two checkpoints past the history (checkpoint_every 1, keep 2): both come back.
+    study.tell(study.trials[0].number, state=TrialState.FAIL)  # (this study's trial ends)
+    asked(study, "run1", 0.02, [(1, 0.9)])
+    tables = record.rows
+    tables.start("run1", {"lr": 0.02})
+    tables.result("run1", {"epoch": 1, "step": 10, "val_loss": 0.9})
+    write_tables(tables, sweep)
+    store = CheckpointStore(sweep, "run1", keep=2)
+    for epoch, loss in ((2, 0.85), (3, 0.8)):
+        src = sweep.path / f"src1-{epoch}"
+        src.mkdir()
+        note_report(str(src), {"epoch": epoch, "step": 10 * epoch, "val_loss": loss})
+        store.add(str(src), 10 * epoch)
+    two = SweepRecord.open(SPEC, sweep, {})
+    two.open_study(directions=["minimize"])
+    assert [h["epoch"] for h in two.rows.history if h["trial_id"] == "run1"] == [1, 2, 3]
+    assert [t.intermediate for t in two.unfinished] == [{1: 0.9, 2: 0.85, 3: 0.8}]
     # Opened again (a second resume), nothing is added twice.
     record = SweepRecord.open(SPEC, sweep, {})
     record.open_study(directions=["minimize"])
-    assert [h["epoch"] for h in record.rows.history].count(3) <= 1
-    assert record.unfinished[0].intermediate == {1: 0.8, 2: 0.7, 3: 0.6}
+    assert [h["epoch"] for h in record.rows.history if h["trial_id"] == "run1"] == [1, 2, 3]
+    assert [t.intermediate for t in record.unfinished] == [{1: 0.9, 2: 0.85, 3: 0.8}]
 
 
 def test_a_resumed_run_has_its_own_manifest_entry_before_anything_notes_in_it(sweep):

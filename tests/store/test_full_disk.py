@@ -17,7 +17,7 @@ from hpsearch.store.layout import SweepDir, fmt_bytes, free_bytes
 from hpsearch.store.manifest import read_manifest, write_manifest
 from hpsearch.store.records import TrialRecords
 from hpsearch.store.tables import read_history, read_trials
-from tests.store.writing import write_tables
+from .writing import write_tables
 
 
 @pytest.mark.parametrize("error, full", [

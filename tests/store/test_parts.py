@@ -15,7 +15,7 @@ from hpsearch.store.tables import (
     load_tables,
     read_history,
 )
-from tests.store.writing import write_tables, writer_of
+from .writing import write_tables, writer_of
 
 from .test_tables import feed, make_spec
 

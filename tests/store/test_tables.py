@@ -12,7 +12,7 @@ from hpsearch.store.layout import SweepDir
 from hpsearch.store.records import TrialRecords
 from hpsearch.store.reports import final_status, sanitize_report
 from hpsearch.store.tables import read_history, read_trials
-from tests.store.writing import write_tables
+from .writing import write_tables
 
 
 def make_spec(mode="min", scheduler="asha"):

@@ -113,5 +113,7 @@ def _describe_scheduler(spec: Spec) -> str:
     rungs = s.rungs()
     stops = (f"rungs at {unit} " + ", ".join(str(r) for r in rungs)) if rungs else (
         "no rung before max_t, so ASHA stops no trial early")
+    brackets = (f"; {s.brackets} brackets, bracket k from rung k on"
+                if s.brackets > 1 else "")
     return (f"ASHA: up to {s.max_t} {unit}, keeps the top 1/{s.reduction_factor} at each "
-            f"rung; {stops}")
+            f"rung; {stops}{brackets}")

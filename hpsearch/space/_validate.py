@@ -137,6 +137,9 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
                           "`time` stops trials after max_t seconds, but the learning-rate "
                           "schedule needs each trial's length: set `epochs` or `max_steps` "
                           "in params (e.g. `epochs: 20`)")
+    if parts["more_objectives"] and scheduler.type == "asha" and scheduler.brackets > 1:
+        return report.add(("scheduler", "brackets"), "conflict", "several objectives are stopped "
+                          f"by MO-ASHA, one bracket: set it to 1 (got {scheduler.brackets})")
     if parts["more_objectives"]:
         taken = {*TRIAL_COLUMNS, "feasible", "pareto", *(p.name for p in searched), *fixed}
         for i, o in enumerate((parts["objective"], *parts["more_objectives"])):
@@ -247,8 +250,8 @@ def _read_warm_start(value: Any, path: tuple, report: Report) -> Any:
 
 
 def _read_scheduler(raw: Mapping, report: Report) -> Any:
-    path, section = _section(raw, report, "scheduler", ("type", "time_attr", "max_t",
-                                                        "grace_period", "reduction_factor"))
+    keys = ("type", "time_attr", "max_t", "grace_period", "reduction_factor", "brackets")
+    path, section = _section(raw, report, "scheduler", keys)
     if section is BAD:
         return BAD
     kind = report.option(section, path, "type", ("asha", "fifo"), default="asha")
@@ -262,10 +265,15 @@ def _read_scheduler(raw: Mapping, report: Report) -> Any:
         grace = report.add(path + ("grace_period",), "range",
                            f"must be <= max_t ({max_t}{unit}), the length of a full trial "
                            f"(got {grace})")
-    if not ok(kind, time_attr, max_t, grace, factor):
+    brackets = report.integer(section, path, "brackets", default=1, minimum=1)
+    most = ok(max_t, grace, factor) and max(1, len(Scheduler(
+        max_t=max_t, grace_period=grace, reduction_factor=factor).rungs()))
+    if kind == "asha" and most and ok(brackets) and brackets > most:
+        brackets = report.add(path + ("brackets",), "range", f"must be <= {most}, the rungs below "
+                              f"max_t ({max_t}), as bracket s starts at rung s (got {brackets})")
+    if not ok(kind, time_attr, max_t, grace, factor, brackets):
         return BAD
-    return Scheduler(type=kind, time_attr=time_attr, max_t=max_t, grace_period=grace,
-                     reduction_factor=factor)
+    return Scheduler(kind, time_attr, max_t, grace, factor, brackets)  # the fields' order
 
 
 def _read_trials(raw: Mapping, report: Report) -> Any:

@@ -220,6 +220,7 @@ class Scheduler:
     max_t: int = 10
     grace_period: int = 1
     reduction_factor: int = 3
+    brackets: int = 1  # asynchronous Hyperband brackets (asha); 1 is plain ASHA
 
     @property
     def result_key(self) -> str:
@@ -241,10 +242,8 @@ class Scheduler:
 
     def rungs(self) -> tuple[int, ...]:
         """Milestones at which ASHA compares trials (``grace_period * rf**k < max_t``)."""
-        if self.type != "asha":
-            return ()
         out, t = [], self.grace_period
-        while t < self.max_t:
+        while self.type == "asha" and t < self.max_t:
             out.append(t)
             t *= self.reduction_factor
         return tuple(out)

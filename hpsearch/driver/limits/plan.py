@@ -236,13 +236,14 @@ def simulated_asha_units(spec: Spec, quality: list[float], *, slots: int = 1) ->
     """Worker x ``time_attr`` units of one simulated ASHA sweep: trial ``i`` has quality
     ``quality[i]`` (higher is better) at every rung, trials start in order, ``slots`` at
     once, and each advances one unit per unit of time. The rule is the sweep's own
-    (:class:`~hpsearch.driver.search.rungs.Rungs`)."""
+    (:func:`~hpsearch.driver.search.rungs.make_rungs`: one bracket, or several)."""
     import heapq
 
-    from hpsearch.driver.search.rungs import Rungs
+    from hpsearch.driver.search.rungs import make_rungs
 
     sched = spec.scheduler
-    rungs = Rungs(milestones=sched.rungs(), reduction_factor=sched.reduction_factor, mode="max")
+    rungs = make_rungs(sched, mode="max", seed=spec.search.seed)
+    # every bracket's rungs: a trial passes the ones of other brackets without a verdict
     milestones = [*rungs.milestones, sched.max_t]
     n = len(quality)
     events: list[tuple[float, int, int, float]] = []  # (time, trial, milestone index, start)

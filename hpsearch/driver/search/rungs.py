@@ -14,6 +14,16 @@ them with made-up reports. This one class serves the sweep's scheduler
 (:mod:`hpsearch.driver.search.schedulers`), the planner's cost estimate
 (:mod:`hpsearch.driver.limits.plan`) and any replay of recorded curves.
 
+**Brackets** (:class:`Brackets`, ``scheduler.brackets: N``) are asynchronous Hyperband as
+Ray's ``AsyncHyperBandScheduler(brackets=N)`` runs it: bracket ``s`` is one
+:class:`Rungs` whose first rung is ``grace_period * reduction_factor**s``, each trial is
+judged in its own bracket only, and a trial lands in bracket ``s`` with Ray's softmax
+probability ``exp(len(rungs_s)) / sum_j exp(len(rungs_j))`` (so the bracket with the
+most rungs, the most aggressive, gets most trials). Ray draws the bracket from numpy's
+global random state as the trial arrives; here it is a function of the trial's key and
+``search.seed`` alone (:func:`bracket_draw`), so a resumed sweep puts each trial back in
+its bracket whatever order the trials come back in, and a replay is reproducible.
+
 Example:
     >>> rungs = Rungs(milestones=(1, 3), reduction_factor=3, mode="min")
     >>> [rungs.judge(key, 1, loss) for key, loss in (("a", 0.5), ("b", 0.9), ("c", 0.1))]
@@ -25,10 +35,11 @@ Example:
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Rungs", "milestones_of"]
+__all__ = ["Brackets", "Rungs", "bracket_draw", "make_rungs", "milestones_of"]
 
 
 def milestones_of(*, grace_period: float, max_t: float, reduction_factor: float) -> tuple:
@@ -134,3 +145,88 @@ class Rungs:
         self.recorded[milestone][key] = score
         if not math.isnan(score):
             bisect.insort(self._finite[milestone], score)
+
+
+def bracket_draw(key: str, seed: int | None) -> float:
+    """A number in ``[0, 1)`` that depends on ``key`` and ``seed`` only (BLAKE2b of both:
+    Python's ``hash`` of a string changes with each process), uniform over keys.
+
+    Example:
+        >>> bracket_draw("t00001", 0) == bracket_draw("t00001", 0) != bracket_draw("t00001", 1)
+        True
+    """
+    digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2 ** 64
+
+
+class Brackets:
+    """Asynchronous Hyperband: ``brackets`` brackets of :class:`Rungs` (module docstring).
+
+    Args:
+        grace_period, max_t, reduction_factor: As for one bracket; bracket ``s`` starts at
+            ``grace_period * reduction_factor**s``.
+        brackets: How many; each must have a rung below ``max_t`` (``ValueError``).
+        mode: ``min`` or ``max``.
+        seed: Part of each trial's draw (:func:`bracket_draw`): the sweep's ``search.seed``.
+
+    Example:
+        >>> b = Brackets(grace_period=1, max_t=27, reduction_factor=3, brackets=3, mode="min")
+        >>> [r.milestones for r in b.brackets], [round(p, 3) for p in b.shares]
+        ([(1, 3, 9), (3, 9), (9,)], [0.665, 0.245, 0.09])
+    """
+
+    def __init__(self, *, grace_period: float, max_t: float, reduction_factor: float,
+                 brackets: int, mode: str, seed: int | None = 0):
+        self.brackets = tuple(
+            Rungs(milestones=milestones_of(grace_period=grace_period * reduction_factor ** s,
+                                           max_t=max_t, reduction_factor=reduction_factor),
+                  reduction_factor=reduction_factor, mode=mode)
+            for s in range(brackets))
+        if brackets < 1 or not self.brackets[-1].milestones:
+            raise ValueError(f"brackets must be >= 1 and leave bracket {brackets - 1} a rung "
+                             f"below max_t {max_t} (got {brackets})")
+        sizes = [len(b.milestones) for b in self.brackets]
+        weights = [math.exp(n - max(sizes)) for n in sizes]  # Ray's softmax over sizes
+        self.shares = [w / sum(weights) for w in weights]
+        self._upper = [sum(self.shares[:s + 1]) for s in range(brackets)]
+        self.seed_value = seed
+        self.milestones = tuple(sorted({m for b in self.brackets for m in b.milestones}))
+        self._of: dict[str, int] = {}
+
+    def index(self, key: str) -> int:
+        """The bracket of trial ``key``: where its draw falls among the cumulative shares."""
+        if key not in self._of:
+            at = bisect.bisect_right(self._upper, bracket_draw(key, self.seed_value))
+            self._of[key] = min(at, len(self.brackets) - 1)
+        return self._of[key]
+
+    def bracket(self, key: str) -> Rungs:
+        """The rungs that judge trial ``key``."""
+        return self.brackets[self.index(key)]
+
+    def judge(self, key: str, t: float, value: Any) -> bool:
+        """:meth:`Rungs.judge` in the trial's own bracket."""
+        return self.bracket(key).judge(key, t, value)
+
+    def seed(self, key: str, milestone: float, value: Any) -> None:
+        """:meth:`Rungs.seed` in the trial's own bracket (other brackets' rungs ignored)."""
+        self.bracket(key).seed(key, milestone, value)
+
+    def seed_from(self, values: Mapping[str, Mapping[float, Any]]) -> int:
+        """:meth:`seed` every ``{trial key: {milestone: value}}``; returns how many."""
+        before = sum(len(r) for b in self.brackets for r in b.recorded.values())
+        for key, at in values.items():
+            for milestone, value in at.items():
+                self.seed(key, milestone, value)
+        return sum(len(r) for b in self.brackets for r in b.recorded.values()) - before
+
+
+def make_rungs(scheduler: Any, *, mode: str, seed: int | None = 0) -> Rungs | Brackets:
+    """The rule of a spec's ``scheduler`` section for an objective of ``mode``: one
+    bracket's :class:`Rungs` (``brackets: 1``, the default), else :class:`Brackets`."""
+    if scheduler.brackets == 1:
+        return Rungs(milestones=scheduler.rungs(), reduction_factor=scheduler.reduction_factor,
+                     mode=mode)
+    return Brackets(grace_period=scheduler.grace_period, max_t=scheduler.max_t,
+                    reduction_factor=scheduler.reduction_factor, brackets=scheduler.brackets,
+                    mode=mode, seed=seed)

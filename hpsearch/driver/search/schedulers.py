@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from hpsearch.driver.search.pareto import ParetoRungs
-from hpsearch.driver.search.rungs import Rungs
+from hpsearch.driver.search.rungs import Brackets, Rungs, make_rungs
 from hpsearch.driver.search.ids import hpsearch_id
 from hpsearch.driver.record.study import RecordedTrial
 from hpsearch.driver.record.sweep_record import SweepRecord
@@ -42,7 +42,8 @@ def rung_values(recorded: Iterable[RecordedTrial], milestones: Iterable[float]
 
 
 class SweepASHA(FIFOScheduler):
-    """Asynchronous successive halving over :class:`Rungs`: a report at or past ``max_t``
+    """Asynchronous successive halving over :class:`Rungs` (:class:`Brackets` with
+    ``scheduler.brackets`` > 1, each trial in its own bracket): a report at or past ``max_t``
     ends the trial, one below it is judged at its rung.
 
     Args:
@@ -55,10 +56,10 @@ class SweepASHA(FIFOScheduler):
                  seeded: Mapping[str, Mapping[float, float]] | None = None):
         super().__init__()
         s = spec.scheduler
-        self.rungs: Rungs | ParetoRungs = ParetoRungs(
+        self.rungs: Rungs | Brackets | ParetoRungs = ParetoRungs(
             milestones=s.rungs(), reduction_factor=s.reduction_factor,
             modes=[o.mode for o in spec.objectives]) if spec.several_objectives \
-            else Rungs.of(s, spec.objective)
+            else make_rungs(s, mode=spec.objective.mode, seed=spec.search.seed)
         self.rungs.seed_from(seeded or {})
         self.time_key = s.result_key
         self.metrics = [o.metric for o in spec.objectives]
@@ -96,8 +97,10 @@ class SweepASHA(FIFOScheduler):
     def debug_string(self) -> str:
         if isinstance(self.rungs, ParetoRungs):
             return f"hpsearch MO-ASHA (rungs {', '.join(map(str, self.rungs.milestones))})"
-        cut = ", ".join(f"{m:g}: {self.rungs.cutoff(m)}" for m in self.rungs.milestones)
-        return f"hpsearch ASHA (cutoffs {cut})"
+        brackets = self.rungs.brackets if isinstance(self.rungs, Brackets) else (self.rungs,)
+        cuts = ["cutoffs " + ", ".join(f"{m:g}: {b.cutoff(m)}" for m in b.milestones)
+                for b in brackets]
+        return f"hpsearch ASHA ({'; '.join(cuts)})"
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.

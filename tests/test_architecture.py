@@ -381,3 +381,14 @@ def test_no_module_level_mutable_state_in_store_and_driver():
 ])
 def test_the_module_state_rule_by_example(source, expected):
     assert [p.split(":", 1)[1] for p in module_state(source, "m.py")] == expected
+
+
+def test_test_modules_import_each_other_relatively():
+    """CI runs plain ``pytest`` from a clean clone, where ``tests`` is not importable as a
+    top-level package (``python -m pytest`` puts the working directory on ``sys.path`` and
+    hides it): a test module imports its neighbours with ``from .module import ...``."""
+    tests = Path(__file__).parent
+    offences = [f"{p.relative_to(tests)}:{i}" for p in sorted(tests.rglob("*.py"))
+                for i, line in enumerate(p.read_text().splitlines(), 1)
+                if re.match(r"\s*(from tests[. ]|import tests\b)", line)]
+    assert not offences, offences

@@ -31,7 +31,7 @@ from hpsearch.driver.search.schedulers import SweepASHA, rung_values
 from hpsearch.driver.limits.plan import simulated_asha_units
 from hpsearch.errors import SpaceError
 from hpsearch.space import parse_space
-from tests.driver.search.test_rungs import STOP, decisions, random_events
+from .test_rungs import STOP, decisions, random_events
 
 
 def spec_for(mode, *, max_t=27, grace=1, rf=3, brackets=3, seed=0, objectives=None):

@@ -220,7 +220,10 @@ class ShareSampler(threading.Thread):
 def test_two_sweeps_share_a_two_node_cluster_fairly_and_both_finish(tmp_path, two_nodes):
     _, cluster = two_nodes
     sampler = ShareSampler(cluster.address, cluster.env, tmp_path / "shares.jsonl")
-    a = start_sweep(tmp_path, cluster.env, cluster.address, "short", num=4, epochs=15,
+    # The short sweep's trials are a third as long as the long one's: on an idle machine,
+    # 4 trials of 15 epochs took as long as the long sweep's 16 (the first trials of a
+    # sweep pay its start-up), and both ended together, with no moment alone to look at.
+    a = start_sweep(tmp_path, cluster.env, cluster.address, "short", num=4, epochs=5,
                     seed=1)
     # 16 trials: once the short sweep ends, the long one must still have more than the
     # 4 slots' worth to start (with 12, a loaded machine can leave it fewer by then).
@@ -379,12 +382,14 @@ def test_power_cut_of_the_whole_cluster_then_resume_as_a_job(tmp_path, two_nodes
         time.sleep(0.3)
     else:
         pytest.fail(f"no two trials ended in time: {wait_for_job(api, env, name, 1)}")
-    before = ended(sweep)
-    history_before = hpsearch.read_history(sweep)
     driver = read_manifest(SweepDir(sweep))["runs"][-1]["driver_pid"]
     assert driver in cluster.processes(), "the job's driver is not the cluster's"
     cluster.kill()  # the power cut: every node, every worker, the job's driver
     cut_at = time.monotonic()
+    # What the tables say once nothing writes them any more (read while the sweep ran, the
+    # trial table could be a write ahead of the history read after it).
+    before = ended(sweep)
+    history_before = hpsearch.read_history(sweep)
     assert len(before) < NUM, "the sweep finished before the cut"
 
     with ray_cluster(home, NODES, dashboard=True, token=True) as cluster:

@@ -22,7 +22,7 @@ def write_parquet_atomic(df, path: Path) -> None:
 
 
 class TablesWriter:
-    """Both tables of one sweep directory, written from one records (trials first).
+    """Both tables of one sweep directory, written from one records (the history first).
 
     The trial table is converted through pandas (:func:`trials_frame`) and replaced whole
     at each write: at most every 2 s of a sweep, that is 0.3% of a 2,000-trial sweep's
@@ -35,8 +35,10 @@ class TablesWriter:
         self.history = HistoryWriter(sweep)
 
     def write(self, records: TrialRecords) -> None:
-        self.write_trials(records)
+        # The history first: a write cut between the two (a power cut) leaves a trial table
+        # that names no report the history lacks; the next write or a resume catches up.
         self.history.write(records, history_rows_frame)
+        self.write_trials(records)
 
     def write_trials(self, records: TrialRecords) -> None:
         """Replace ``trials.parquet`` with ``records``' trial table."""

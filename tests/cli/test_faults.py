@@ -124,7 +124,8 @@ def test_a_sweep_killed_twice_finishes_its_plan_its_trials_continue_and_a_copy_r
     """Two SIGKILLs of the driver in one sweep's life, each in a crash window of its own:
 
     1. in the middle of its first write of the tables, before any trial has reported (a
-       temporary file is left, the real table is not there yet);
+       temporary file of the history, which is written first, is left; the trial table
+       is not there yet);
     2. during the resumed run, once the study says two trials have ended and one is
        running with a checkpoint on disk.
 
@@ -136,7 +137,8 @@ def test_a_sweep_killed_twice_finishes_its_plan_its_trials_continue_and_a_copy_r
     first = start_run(tmp_path, env={"HPSEARCH_TEST_KILL_BEFORE_TABLE_REPLACE": "1"})
     first.wait(timeout=300)
     assert first.returncode == -signal.SIGKILL
-    assert list(sweep.glob(".trials.parquet.tmp-*")), "the kill did not land mid-write"
+    left = [p.name for p in sweep.rglob(".*.tmp-*")]
+    assert left and not (sweep / "trials.parquet").exists(), "the kill did not land mid-write"
     assert not (sweep / "history.parquet").exists() or hpsearch.read_history(sweep).empty
 
     resumed = subprocess.Popen([sys.executable, "-m", "hpsearch", "resume", "faults"],

@@ -31,7 +31,7 @@ from hpsearch.driver.search.schedulers import SweepASHA, rung_values
 from hpsearch.driver.limits.plan import simulated_asha_units
 from hpsearch.errors import SpaceError
 from hpsearch.space import parse_space
-from .test_rungs import STOP, decisions, random_events
+from .test_rungs import STOP, decisions, interrupted_halfway, random_events
 
 
 def spec_for(mode, *, max_t=27, grace=1, rf=3, brackets=3, seed=0, objectives=None):
@@ -145,12 +145,7 @@ def test_seeded_brackets_decide_as_if_the_sweep_had_never_stopped():
     its bracket and decide the rest as the uninterrupted scheduler does."""
     spec = spec_for("min")
     events = [e for e in random_events(11, trials=24, max_t=27) if e[3] == "result"]
-    half = len(events) // 2
-    expected = decisions(SweepASHA(spec, SweepRecord.in_memory(spec)), events)
-    first = SweepASHA(spec, SweepRecord.in_memory(spec))
-    before = decisions(first, events[:half])
-    stopped = {key for key, _, d in before if d == STOP}
-    rest = [e for e in events[half:] if e[0] not in stopped]
+    expected, first, half, before, rest = interrupted_halfway(spec, events)
     study = []  # every value a trial reached at a rung of any bracket, as the study has it
     for i, key in enumerate(sorted({e[0] for e in events}, reverse=True)):
         own = first.rungs.bracket(key)

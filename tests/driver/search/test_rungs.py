@@ -221,6 +221,18 @@ def test_stops_before_max_t_are_marked_in_the_records_and_reaching_max_t_is_not(
 # --- a resumed sweep's rungs --------------------------------------------------------------
 
 
+def interrupted_halfway(spec, events):
+    """``events`` decided by one scheduler from start to end (``expected``), and by a
+    ``first`` one over their first ``half`` (its decisions ``before``), with the reports
+    left for a resumed scheduler (``rest``: those of trials the first one did not stop)."""
+    half = len(events) // 2
+    expected = decisions(SweepASHA(spec, SweepRecord.in_memory(spec)), events)
+    first = SweepASHA(spec, SweepRecord.in_memory(spec))
+    before = decisions(first, events[:half])
+    stopped = {key for key, _, d in before if d == STOP}
+    return expected, first, half, before, [e for e in events[half:] if e[0] not in stopped]
+
+
 def test_rungs_seeded_from_the_study_decide_as_if_the_sweep_had_never_stopped():
     """The first half of the reports, then the driver dies. Its trials come back under new
     Tune ids; the rungs rebuilt from the study's intermediate values (the first report at
@@ -228,12 +240,7 @@ def test_rungs_seeded_from_the_study_decide_as_if_the_sweep_had_never_stopped():
     scheduler does, and empty rungs would not."""
     spec = spec_for("min")
     events = [e for e in random_events(7) if e[3] == "result"]
-    half = len(events) // 2
-    expected = decisions(SweepASHA(spec, SweepRecord.in_memory(spec)), events)
-    first = SweepASHA(spec, SweepRecord.in_memory(spec))
-    before = decisions(first, events[:half])
-    stopped = {key for key, _, d in before if d == STOP}
-    rest = [e for e in events[half:] if e[0] not in stopped]
+    expected, first, _, before, rest = interrupted_halfway(spec, events)
     # what the study holds: each trial's value at each rung it was judged at (min: -score)
     study = [RecordedTrial(trial_id=key, number=i, state=None, status=None, params={},
                            intermediate={int(m): -first.rungs.recorded[m][key]

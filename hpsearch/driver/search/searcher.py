@@ -62,7 +62,6 @@ class SweepSearcher(Searcher):
 
         self.spec: Spec = spec
         self.record = record
-        self.study = record.study
         self.admission = admission
         self.space: Callable[[Any], dict[str, Any]] = define_by_run(spec)
         self.unfinished = list(record.unfinished)
@@ -108,7 +107,7 @@ class SweepSearcher(Searcher):
         return {**params, TRIAL_ID_KEY: live.trial_id}
 
     def _ask(self, trial_id: str) -> tuple[_Live, dict[str, Any]]:
-        trial = self.study.ask()
+        trial = self.record.study.ask()
         params = self.space(trial)
         trial.set_user_attr("trial_id", trial_id)
         self.created += 1
@@ -118,7 +117,7 @@ class SweepSearcher(Searcher):
         from hpsearch.driver.internals import reopen_trial
 
         recorded = self.unfinished.pop(0)
-        trial = reopen_trial(self.study, recorded.number)
+        trial = reopen_trial(self.record.study, recorded.number)
         return _Live(recorded.trial_id, trial, set(recorded.intermediate)), dict(recorded.params)
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:

@@ -18,6 +18,7 @@ __all__ = [
     "says_disk_full",
     "HpsearchError",
     "SpaceError",
+    "TrackingError",
     "SpaceIssue",
     "TrainableError",
     "ClusterError",
@@ -178,6 +179,13 @@ class TrialFailedError(HpsearchError):
     code and its last lines of output."""
 
     exit_code = 1
+
+
+class TrackingError(HpsearchError):
+    """A tracker the space asks for (``track:``) cannot be reached or written, before any
+    trial runs, or ``hpsearch export`` could not finish."""
+
+    exit_code = 2
 
 
 class SweepStalledError(HpsearchError):

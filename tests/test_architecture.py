@@ -21,16 +21,16 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 #: Rooms, top to bottom: every arrow points down this list.
 LAYERS = ["cli", "driver.sweep", "driver.monitor", "driver.trials", "driver.limits",
           "driver.search", "driver.record", "driver.cluster", "driver.internals", "report",
-          "store", "space",
+          "track", "store", "space",
           "command", "workloads", "train", "fence", "errors"]
 
 #: The rooms each room may import (besides itself and the lazy top-level package).
 ALLOWED = {
     "cli": {"driver.sweep", "driver.trials", "driver.limits", "driver.cluster", "report",
-            "store", "space", "errors"},
+            "track", "store", "space", "errors"},
     "driver.sweep": {"driver.monitor", "driver.trials", "driver.limits", "driver.search",
-                     "driver.record", "driver.cluster", "driver.internals", "report", "store",
-                     "space", "errors"},
+                     "driver.record", "driver.cluster", "driver.internals", "report", "track",
+                     "store", "space", "errors"},
     "driver.monitor": {"driver.search", "driver.record", "driver.internals", "store", "space",
                        "errors"},
     "driver.trials": {"driver.search", "driver.cluster", "driver.internals", "store", "space",
@@ -42,6 +42,7 @@ ALLOWED = {
     "driver.cluster": {"driver.internals", "store", "space", "fence", "errors"},
     "driver.internals": {"store", "errors"},
     "report": {"store", "space", "errors"},
+    "track": {"store", "space", "errors"},
     "store": {"space", "fence", "errors"},
     "space": {"command", "workloads", "train", "errors"},
     "command": {"errors"},

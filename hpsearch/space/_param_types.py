@@ -1,5 +1,6 @@
 """One searched parameter's definition, by its type: a ``float`` or ``int`` range, or
-``categorical`` choices; and the check that every value passed to a trial as written (a
+``categorical`` choices (the frozen types, re-exported by :mod:`hpsearch.space.spec`, and
+their readers); and the check that every value passed to a trial as written (a
 fixed value, a choice) goes through.
 
 Each reader reports every problem of its definition and returns the parameter, or
@@ -11,13 +12,99 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Union
 
 from hpsearch.space._schema import BAD, Report, got, is_scalar, ok, show
 from hpsearch.space._yaml import REJECTED, Index
-from hpsearch.space.spec import CategoricalParam, FloatParam, IntParam
 
-__all__ = ["check_plain", "read_categorical", "read_float", "read_int"]
+__all__ = ["CategoricalParam", "Condition", "FloatParam", "IntParam", "Param", "check_plain",
+           "read_categorical", "read_float", "read_int"]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Sample a parameter only when ``param``'s value is one of ``values``.
+
+    Written in YAML as ``when: {precision: fp16}`` or ``when: {precision: [fp16, bf16]}``.
+    """
+
+    param: str
+    values: tuple[Any, ...]
+
+    def holds(self, config: Mapping[str, Any]) -> bool:
+        return self.param in config and config[self.param] in self.values
+
+
+@dataclass(frozen=True)
+class _Range:
+    """The fields a float and an int parameter share, in the order both have them: a
+    range from ``low`` to ``high``, on a log scale or not."""
+
+    name: str
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class FloatParam(_Range):
+    step: float | None = None
+    when: Condition | None = None
+    type: Literal["float"] = "float"
+
+    def midpoint(self) -> float:
+        if self.log:
+            return float((self.low * self.high) ** 0.5)
+        mid = (self.low + self.high) / 2
+        if self.step:
+            mid = self.low + round((mid - self.low) / self.step) * self.step
+        return float(mid)
+
+    def describe(self) -> str:
+        scale = "log" if self.log else "linear"
+        step = f", step {self.step:g}" if self.step else ""
+        return f"float [{self.low:g}, {self.high:g}] {scale}{step}"
+
+
+@dataclass(frozen=True)
+class IntParam(_Range):
+    """Integer parameter; ``low`` and ``high`` are both inclusive."""
+
+    low: int  # ints here; declared again, they keep their place in _Range's order
+    high: int
+    step: int = 1
+    when: Condition | None = None
+    type: Literal["int"] = "int"
+
+    def midpoint(self) -> int:
+        if self.log:
+            mid = (self.low * self.high) ** 0.5
+        else:
+            mid = (self.low + self.high) / 2
+        return int(self.low + round((mid - self.low) / self.step) * self.step)
+
+    def describe(self) -> str:
+        scale = "log" if self.log else "linear"
+        step = f", step {self.step}" if self.step != 1 else ""
+        return f"int [{self.low}, {self.high}] {scale}{step}"
+
+
+@dataclass(frozen=True)
+class CategoricalParam:
+    name: str
+    choices: tuple[Any, ...]
+    when: Condition | None = None
+    type: Literal["categorical"] = "categorical"
+
+    def midpoint(self) -> Any:
+        return self.choices[0]
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(str(c) for c in self.choices)
+
+
+Param = Union[FloatParam, IntParam, CategoricalParam]
 
 _INT_LIMIT = 2**53  # above this, Optuna's float arithmetic loses integers
 _MAX_STEPS = 1e12  # values on a stepped float range; beyond, decimal arithmetic overflows

@@ -30,7 +30,7 @@ MAX_COUNT = 2**31 - 1
 KINDS = (
     "file", "encoding", "yaml", "tag", "duplicate_key", "empty", "type", "missing",
     "unknown_key", "choice", "range", "duplicate", "conflict", "condition", "name",
-    "format", "trainable", "command", "harness", "storage", "override",
+    "format", "trainable", "command", "harness", "storage", "override", "track",
 )
 
 

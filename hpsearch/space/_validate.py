@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from hpsearch.errors import SpaceError, TrainableError
 from hpsearch.space._command import check_command, read_command
-from hpsearch.space._objectives import read_constraints, read_objectives
+from hpsearch.space._measures import read_constraints, read_objectives, read_track
 from hpsearch.space._params import read_params
 from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
 from hpsearch.space._yaml import REJECTED, Index
@@ -38,7 +38,7 @@ __all__ = ["SECTIONS", "sort_issues", "storage_problem", "validate"]
 #: Top-level sections, in the order the docs list them.
 SECTIONS = (
     "name", "trainable", "objective", "constraints", "params", "search", "scheduler", "trials",
-    "resources", "budget", "storage", "checkpoints",
+    "resources", "budget", "storage", "checkpoints", "track",
 )
 _EXAMPLES = {
     "objective": "{metric: val_loss, mode: min}",
@@ -106,6 +106,7 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
         budget=_read_budget(raw, report),
         storage=_read_storage(raw, report),
         checkpoints=_read_checkpoints(raw, report),
+        track=read_track(raw, report),
     )
     budget_key = None
     if scheduler is not BAD:
@@ -147,8 +148,7 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
                 report.add(("objective", Index(i), "metric"), "name",
                            f"`{o.metric}` is a column of trials.parquet already (a parameter "
                            "or one of hpsearch's); each objective gets a column of its name")
-    spec = Spec(params=searched, fixed=fixed, source=source, raw=raw,
-                **parts)
+    spec = Spec(params=searched, fixed=fixed, source=source, raw=raw, **parts)
     if contract is not None and not report.issues:
         try:  # rules between keys (min_lr <= lr), on the config `hpsearch trial` would run
             contract.HarnessConfig.from_config(spec.trial_config(spec.default_config()))

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Mapping, Sequence, Union
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from hpsearch.space._param_types import (CategoricalParam, Condition, FloatParam, IntParam,
+                                         Param)
+
+__all__ = ["TRIAL_COLUMNS", "Budget", "CategoricalParam", "Checkpoints", "Command", "Condition",
+           "Constraint", "FloatParam", "IntParam", "MlflowTrack", "Objective", "Param",
+           "Resources", "Scheduler", "Search", "Spec", "Track", "Trials"]
 
 #: Columns of ``trials.parquet`` besides the parameters; no parameter may take these names.
 TRIAL_COLUMNS = (
@@ -17,91 +24,6 @@ TRIAL_COLUMNS = (
     "epochs", "wall_s", "worker_s", "gpu_s", "precision_used", "checkpoint", "error",
     "started_at", "ended_at", "startup_s", "optuna_trial",
 )
-
-
-@dataclass(frozen=True)
-class Condition:
-    """Sample a parameter only when ``param``'s value is one of ``values``.
-
-    Written in YAML as ``when: {precision: fp16}`` or ``when: {precision: [fp16, bf16]}``.
-    """
-
-    param: str
-    values: tuple[Any, ...]
-
-    def holds(self, config: Mapping[str, Any]) -> bool:
-        return self.param in config and config[self.param] in self.values
-
-
-@dataclass(frozen=True)
-class _Range:
-    """The fields a float and an int parameter share, in the order both have them: a
-    range from ``low`` to ``high``, on a log scale or not."""
-
-    name: str
-    low: float
-    high: float
-    log: bool = False
-
-
-@dataclass(frozen=True)
-class FloatParam(_Range):
-    step: float | None = None
-    when: Condition | None = None
-    type: Literal["float"] = "float"
-
-    def midpoint(self) -> float:
-        if self.log:
-            return float((self.low * self.high) ** 0.5)
-        mid = (self.low + self.high) / 2
-        if self.step:
-            mid = self.low + round((mid - self.low) / self.step) * self.step
-        return float(mid)
-
-    def describe(self) -> str:
-        scale = "log" if self.log else "linear"
-        step = f", step {self.step:g}" if self.step else ""
-        return f"float [{self.low:g}, {self.high:g}] {scale}{step}"
-
-
-@dataclass(frozen=True)
-class IntParam(_Range):
-    """Integer parameter; ``low`` and ``high`` are both inclusive."""
-
-    low: int  # ints here; declared again, they keep their place in _Range's order
-    high: int
-    step: int = 1
-    when: Condition | None = None
-    type: Literal["int"] = "int"
-
-    def midpoint(self) -> int:
-        if self.log:
-            mid = (self.low * self.high) ** 0.5
-        else:
-            mid = (self.low + self.high) / 2
-        return int(self.low + round((mid - self.low) / self.step) * self.step)
-
-    def describe(self) -> str:
-        scale = "log" if self.log else "linear"
-        step = f", step {self.step}" if self.step != 1 else ""
-        return f"int [{self.low}, {self.high}] {scale}{step}"
-
-
-@dataclass(frozen=True)
-class CategoricalParam:
-    name: str
-    choices: tuple[Any, ...]
-    when: Condition | None = None
-    type: Literal["categorical"] = "categorical"
-
-    def midpoint(self) -> Any:
-        return self.choices[0]
-
-    def describe(self) -> str:
-        return "one of " + ", ".join(str(c) for c in self.choices)
-
-
-Param = Union[FloatParam, IntParam, CategoricalParam]
 
 
 @dataclass(frozen=True)
@@ -310,6 +232,26 @@ class Checkpoints:
 
 
 @dataclass(frozen=True)
+class MlflowTrack:
+    """``track.mlflow`` (``docs/tracking.md``); ``None`` means the default."""
+
+    tracking_uri: str | None = None  # default: $MLFLOW_TRACKING_URI as the sweep starts
+    experiment: str | None = None  # default: the sweep's name
+
+
+@dataclass(frozen=True)
+class Track:
+    """``track:``: where every trial is also written, live, from the driver."""
+
+    mlflow: MlflowTrack | None = None
+    tensorboard: bool = False  # event files under <sweep>/tensorboard/
+
+    @property
+    def any(self) -> bool:
+        return self.mlflow is not None or self.tensorboard
+
+
+@dataclass(frozen=True)
 class Command:
     """A command trainable: a script run once per worker, its metrics read from its output
     (``docs/space-format.md``, "Command trainables").
@@ -385,6 +327,7 @@ class Spec:
     budget: Budget = field(default_factory=Budget)
     storage: str = "./runs"
     checkpoints: Checkpoints = field(default_factory=Checkpoints)
+    track: Track = field(default_factory=Track)
     source: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     more_objectives: tuple[Objective, ...] = ()

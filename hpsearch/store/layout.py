@@ -260,6 +260,11 @@ class SweepDir:
         return self.path / "trials.parquet"
 
     @property
+    def tensorboard(self) -> Path:
+        """The trackers' TensorBoard event files: a folder per trial (``track:``)."""
+        return self.path / "tensorboard"
+
+    @property
     def history(self) -> Path:
         """The history table: a directory of Parquet parts (:meth:`history_part`), or one
         Parquet file in sweeps written before layout 3."""

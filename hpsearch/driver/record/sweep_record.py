@@ -20,9 +20,15 @@ sweep, and every change to them is one of its verbs:
 ==============  ===========================================================================
 
 The searcher, the ASHA scheduler and the tables callback forward Tune's events here; the
-progress line, the stopper and the admission read :attr:`SweepRecord.rows`. A feature that
-changes how a trial ends attaches as a *watcher* (:class:`RecordWatcher`): the full-disk
-watch pauses a trial instead of failing it, and hears of every write the disk refused.
+progress line, the stopper and the admission read :attr:`SweepRecord.rows`. Features attach
+at one of two seams:
+
+* a *watcher* (:class:`RecordWatcher`) changes how a trial ends: the full-disk watch
+  pauses a trial instead of failing it, and hears of every write the disk refused;
+* an *observer* (:class:`RecordObserver`) hears what the record took in, after it took
+  it: a trial started, its reports as history rows, its end, the run's close. The
+  trackers (:mod:`hpsearch.track`) are observers. An observer that raises is told of no
+  more events; the record and the sweep go on.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ import logging
 import math
 import time
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from optuna.trial import TrialState
 
+from hpsearch.driver.record.seams import Observers, RecordObserver, RecordWatcher
 from hpsearch.driver.record.objectives import (objective_values, report_values,
                                                set_constraints, violations)
 from hpsearch.driver.record.study import (RecordedTrial, check_sweep_study, open_study,
@@ -49,19 +56,9 @@ from hpsearch.store.records import TrialRecords
 from hpsearch.store.retention import CheckpointPruner
 from hpsearch.store.tables.writer import TablesWriter
 
-__all__ = ["RecordWatcher", "SweepRecord"]
+__all__ = ["RecordObserver", "RecordWatcher", "SweepRecord"]
 
 logger = logging.getLogger(__name__)
-
-
-class RecordWatcher(Protocol):
-    """A feature that changes how trials end (the full-disk watch is one)."""
-
-    def pauses(self, trial_id: str) -> bool:
-        """Whether ``trial_id``, which errored, is paused (left unfinished) instead."""
-
-    def write_failed(self, what: str, error: BaseException) -> bool:
-        """``error`` met the record's write of ``what``; whether the watcher handles it."""
 
 
 class SweepRecord:
@@ -99,6 +96,7 @@ class SweepRecord:
         self._writer = TablesWriter(sweep) if sweep is not None else None
         self._pruner = CheckpointPruner()
         self._watchers: list[RecordWatcher] = []
+        self._observers = Observers()
         self._written_version = -1
         self._last_write = 0.0
 
@@ -168,6 +166,11 @@ class SweepRecord:
         """Attach a feature that may pause trials and hears of refused writes."""
         self._watchers.append(watcher)
 
+    def observe(self, observer: RecordObserver) -> None:
+        """Attach a feature that follows the record; it is told :meth:`RecordObserver.began`
+        at once."""
+        self._observers.attach(observer, self)
+
     def begin(self, *, local_ray: list[dict[str, int]], plan: Mapping[str, Any] | None = None,
               space: Mapping[str, Any] | None = None,
               note: Callable[[dict[str, Any]], None] | None = None) -> None:
@@ -222,6 +225,8 @@ class SweepRecord:
     def start(self, trial_id: str, params: Mapping[str, Any]) -> None:
         """Tune started the trial (again, after a failure it retries)."""
         self.rows.start(trial_id, params)
+        if self._observers:
+            self._observers.tell("started", trial_id, dict(self.rows.trials[trial_id]))
 
     def link(self, trial_id: str, number: int) -> None:
         """The Optuna trial that proposed ``trial_id``."""
@@ -229,7 +234,10 @@ class SweepRecord:
 
     def report(self, trial_id: str, result: Mapping[str, Any]) -> None:
         """One report of the trial: its row and the history."""
+        before = len(self.rows.history)
         self.rows.result(trial_id, result)
+        if self._observers and len(self.rows.history) > before:
+            self._observers.tell("reported", trial_id, self.rows.history[before:])
 
     def stopped_early(self, trial_id: str) -> None:
         """ASHA stopped the trial at a rung (before ``max_t``)."""
@@ -252,6 +260,7 @@ class SweepRecord:
         if errored and any(w.pauses(trial_id) for w in self._watchers):
             return None
         status = self.rows.end(trial_id, errored=errored, returned=returned)
+        self._ended(trial_id)
         if self.spec.several_objectives:
             value: Any = [(last or {}).get(o.metric) for o in self.spec.objectives]
         else:
@@ -274,6 +283,8 @@ class SweepRecord:
         """What was learnt after an ended trial's end (a paused trial's row stays clean)."""
         if self.rows.trials.get(trial_id, {}).get("status") in st.ENDED:
             self.rows.annotate(trial_id, error=error, checkpoint=checkpoint)
+            if error is not None:
+                self._ended(trial_id)
 
     def prune(self) -> None:
         """Delete the checkpoints of ended trials outside the best ones kept
@@ -305,6 +316,7 @@ class SweepRecord:
                 self.rows.add_without_reports(trial.trial_id, trial.params,
                                               optuna_trial=trial.number)
             status = self.rows.end(trial.trial_id, budget_expired=True)
+            self._ended(trial.trial_id)
             row = self.rows.trials[trial.trial_id]
             state, value = study_outcome(status, value=row.get("final_value"),
                                          has_reports=bool(trial.intermediate))
@@ -351,8 +363,11 @@ class SweepRecord:
     def close(self, status: str) -> dict[str, int]:
         """Record how this run ended in the manifest; returns the trials per status."""
         counts = self.rows.counts()
-        if self.sweep is not None:
-            sweeps.end_run(self.sweep, self.manifest, status=status, counts=counts)
+        try:
+            if self.sweep is not None:
+                sweeps.end_run(self.sweep, self.manifest, status=status, counts=counts)
+        finally:
+            self._observers.tell("closed", status, self)
         return counts
 
     # --- questions -----------------------------------------------------------------------
@@ -365,6 +380,11 @@ class SweepRecord:
         return [r for r in self.rows.trials.values() if r.get("pareto")]
 
     # --- inside --------------------------------------------------------------------------
+
+    def _ended(self, trial_id: str) -> None:
+        if self._observers:
+            self._observers.tell("ended", trial_id, {k: v for k, v in self.rows.trials[trial_id].items()
+                                           if k != "last"})
 
     def _write_failed(self, what: str, error: BaseException) -> bool:
         return any([w.write_failed(what, error) for w in self._watchers])

@@ -1,4 +1,5 @@
-"""Reading ``objective`` (one mapping, or a list of them) and ``constraints``.
+"""What each trial measures, and where it is written: ``objective`` (one mapping, or a
+list of them), ``constraints`` and ``track``.
 
 ::
 
@@ -17,13 +18,14 @@ with its key path (``objective[1].mode``, ``constraints[0]``): a metric named tw
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Mapping
 
 from hpsearch.space._schema import BAD, Report, got, ok
 from hpsearch.space._yaml import REJECTED, Index
-from hpsearch.space.spec import Constraint, Objective
+from hpsearch.space.spec import Constraint, MlflowTrack, Objective, Track
 
-__all__ = ["read_constraints", "read_objectives"]
+__all__ = ["EXTRAS", "read_constraints", "read_objectives", "read_track"]
 
 _OBJECTIVE = "{metric: val_loss, mode: min}"
 _CONSTRAINT = "{metric: val_accuracy, min: 0.5}"
@@ -103,3 +105,52 @@ def read_constraints(raw: Mapping, report: Report) -> Any:
                           f"[{_CONSTRAINT}] {got(value)}")
     constraints = [_constraint(item, path + (Index(i),), report) for i, item in enumerate(value)]
     return tuple(constraints) if ok(*constraints) else BAD
+
+
+#: Each tracker's Python package, and the extra that installs it.
+EXTRAS = {"mlflow": ("mlflow", "hpsearch[mlflow]"),
+          "tensorboard": ("tensorboard", "hpsearch[tensorboard]")}
+_KEYS = ("mlflow", "tensorboard")
+_EXAMPLE = "{mlflow: {tracking_uri: 'http://mlflow.internal:5000'}, tensorboard: true}"
+
+
+def read_track(raw: Mapping, report: Report) -> Any:
+    """The :class:`Track` of ``raw``'s ``track:`` section, or :data:`BAD`."""
+    path = ("track",)
+    section = report.section(raw, "track", example=_EXAMPLE)
+    if section is BAD:
+        return BAD
+    if "wandb" in section:
+        return report.add(path + ("wandb",), "unknown_key",
+                          "Weights & Biases is not a tracker hpsearch writes to yet; use "
+                          "`mlflow` or `tensorboard`, or `hpsearch export` into either")
+    report.reject_unknown_keys(section, path, _KEYS)
+    mlflow = _read_mlflow(section, report)
+    tensorboard = report.flag(section, path, "tensorboard", default=False)
+    if not ok(mlflow, tensorboard):
+        return BAD
+    track = Track(mlflow=mlflow, tensorboard=tensorboard)
+    for key, wanted in (("mlflow", mlflow is not None), ("tensorboard", tensorboard)):
+        package, extra = EXTRAS[key]
+        if wanted and importlib.util.find_spec(package) is None:
+            report.add(path + (key,), "track", f"needs the `{package}` package, which is not "
+                       f"installed here: pip install '{extra}'")
+    return track
+
+
+def _read_mlflow(section: Mapping, report: Report) -> Any:
+    path = ("track", "mlflow")
+    value = section.get("mlflow")
+    if value is None or value is False:
+        return None
+    if value is True:
+        return MlflowTrack()
+    if not isinstance(value, Mapping):
+        return report.add(path, "type", "expected true or a mapping such as "
+                          f"{{tracking_uri: 'http://mlflow.internal:5000'}} {got(value)}")
+    report.reject_unknown_keys(value, path, ("tracking_uri", "experiment"))
+    uri = report.text(value, path, "tracking_uri", default=None)
+    experiment = report.text(value, path, "experiment", default=None)
+    if not ok(uri, experiment):
+        return BAD
+    return MlflowTrack(tracking_uri=uri, experiment=experiment)

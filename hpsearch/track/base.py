@@ -1,0 +1,129 @@
+"""What every tracker is: :class:`Tracker`, fed from a sweep's record as plain data.
+
+A tracker mirrors the record; it never is one. Everything it is told comes from the
+trial rows and the history (``docs/trial-tables.md``), so one code path serves a live sweep
+(:class:`~hpsearch.track.pump.Tracking`, an observer of the record), a resumed one and an
+export after the fact (:func:`~hpsearch.track.export.export_sweep`): :meth:`Tracker.sync`
+brings the tracker up to the record, and does nothing the second time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from hpsearch.store import status as st
+
+__all__ = ["SweepFacts", "Tracker", "TrackError", "numeric_metrics"]
+
+#: History columns that place a report rather than measure anything.
+PLACING = frozenset({"trial_id", "step", "evaluated"})
+
+
+class TrackError(Exception):
+    """A tracker cannot be reached or refused what it was sent (one line)."""
+
+
+@dataclass(frozen=True)
+class SweepFacts:
+    """What a tracker knows of the sweep besides its trials.
+
+    Attributes:
+        name: The sweep's name.
+        path: Its directory, as text.
+        params: The searched parameters' names.
+        objectives: ``(metric, mode)`` of each objective, the first one first.
+        files: The sweep's own files a tracker keeps beside its runs (the space as run,
+            the manifest), by file name.
+    """
+
+    name: str
+    path: str
+    params: tuple[str, ...]
+    objectives: tuple[tuple[str, str], ...]
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def metric(self) -> str:
+        return self.objectives[0][0]
+
+
+class Tracker:
+    """One place the sweep's trials are written to (MLflow, TensorBoard).
+
+    Every method may raise; :class:`~hpsearch.track.pump.Tracking` calls them on a thread
+    of their own, says the first failure in one line, and calls again until the tracker
+    answers (:meth:`transient`) or drops what it refuses for good.
+
+    A tracker keeps, per trial, how many of its history rows it has sent, where it can
+    read that number back (an MLflow tag, a file beside the event files), so that
+    :meth:`sync` sends each row once, across resumes and exports.
+    """
+
+    #: Says where, for the lines people read: ``MLflow at http://...``.
+    where: str = "tracker"
+
+    def check(self) -> None:
+        """Reach the tracker once; raises :class:`TrackError` with one line if it cannot."""
+
+    def sync(self, facts: SweepFacts, trials: Sequence[Mapping[str, Any]],
+             history: Sequence[Mapping[str, Any]]) -> None:
+        """Bring the tracker up to the record: a run per trial, the history rows it lacks,
+        each ended trial's end. Idempotent."""
+        raise NotImplementedError
+
+    def started(self, trial_id: str, row: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def reported(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def ended(self, trial_id: str, row: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def closed(self, status: str, facts: SweepFacts, best: Mapping[str, Any] | None,
+               front: Sequence[Mapping[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def transient(self, error: BaseException) -> bool:
+        """Whether ``error`` may pass if the call is made again later (the tracker is down
+        or slow), rather than being a refusal of what was sent."""
+        return isinstance(error, (OSError, TimeoutError))
+
+    def release(self) -> None:
+        """Let go of files and connections (after the last call)."""
+
+
+def numeric_metrics(row: Mapping[str, Any]) -> dict[str, float]:
+    """The metrics of a history row a tracker can plot: its finite or NaN numbers (not
+    booleans), without the columns that only place it (``step``...)."""
+    out = {}
+    for key, value in row.items():
+        if key in PLACING or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        out[key] = float(value)
+    return out
+
+
+def step_of(row: Mapping[str, Any]) -> int:
+    """A history row's step (``step``, Tune's iteration when the trial gave none)."""
+    step = row.get("step")
+    if isinstance(step, (int, float)) and not isinstance(step, bool) and math.isfinite(step):
+        return int(step)
+    return 0
+
+
+#: How a trial's status ends its run: a tracker's three end states.
+FINISHED, KILLED, FAILED = "FINISHED", "KILLED", "FAILED"
+
+
+def end_state(status: str | None) -> str | None:
+    """The run state of a trial status; ``None`` while it runs."""
+    if status == st.COMPLETED:
+        return FINISHED
+    if status in (st.FAILED, st.UNSUPPORTED_PRECISION):
+        return FAILED
+    if status in st.ENDED:
+        return KILLED
+    return None

@@ -1,0 +1,275 @@
+"""MLflow: one run per trial, nested under one run per sweep (``docs/tracking.md``).
+
+Runs are found again by their tags, never by anything kept beside the sweep: the sweep's
+run has ``hpsearch.sweep`` and ``hpsearch.kind: sweep``; a trial's run has
+``hpsearch.sweep``, ``hpsearch.trial_id``, ``hpsearch.optuna_trial`` and
+``mlflow.parentRunId``, and ``hpsearch.rows_sent`` counts the trial's history rows it
+holds, updated in the same request as the metrics. So a resume continues each trial's run
+where it stopped, and an export into an experiment that already has the sweep adds
+nothing.
+
+Metrics are logged at the history row's ``step``; every number of a report is a metric
+(the objective, ``epoch``, ``time_total_s``, the ``log_every`` training rows...). A trial's
+end sets its run's state: ``completed`` FINISHED; ``stopped_by_asha``, ``stopped`` and
+``diverged`` KILLED; ``failed`` and ``unsupported_precision`` FAILED with the error as the
+``hpsearch.error`` tag; ``hpsearch.status`` holds the status itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Mapping, Sequence
+
+from hpsearch.store import status as st
+from hpsearch.store.reports import epoch_seconds
+from hpsearch.track.base import (FAILED, FINISHED, KILLED, SweepFacts, Tracker, TrackError,
+                                 end_state, numeric_metrics, step_of)
+
+__all__ = ["MlflowTracker", "resolve_tracking_uri"]
+
+SWEEP, TRIAL_ID, KIND, SENT = "hpsearch.sweep", "hpsearch.trial_id", "hpsearch.kind", "hpsearch.rows_sent"
+STATUS, ERROR, OPTUNA = "hpsearch.status", "hpsearch.error", "hpsearch.optuna_trial"
+PARENT = "mlflow.parentRunId"
+#: MLflow's limits on one ``log_batch`` (metrics, and all entries together).
+_BATCH_METRICS = 1000
+#: How a sweep status ends the sweep's run.
+_SWEEP_END = {st.SWEEP_FINISHED: FINISHED, st.SWEEP_DEADLINE: FINISHED,
+              st.SWEEP_NO_TRIAL_COMPLETED: FINISHED, st.SWEEP_ALL_FAILED: FAILED,
+              st.SWEEP_MISSING_METRIC: FAILED}
+# The client's own retries would hold a call for minutes against a server that is down;
+# the pump retries instead, and says so once.
+_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
+def resolve_tracking_uri(uri: str | None) -> str:
+    """``uri``, else ``$MLFLOW_TRACKING_URI``.
+
+    Raises:
+        TrackError: Neither is set.
+    """
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        raise TrackError("track.mlflow has no tracking_uri and $MLFLOW_TRACKING_URI is not "
+                         "set: add `tracking_uri: http://HOST:5000` to track.mlflow")
+    return uri
+
+
+class MlflowTracker(Tracker):
+    """A sweep's runs in one MLflow experiment.
+
+    Args:
+        tracking_uri: The tracking server (``http://host:5000``), or any URI MLflow takes.
+        experiment: The experiment's name (created if missing).
+    """
+
+    def __init__(self, tracking_uri: str, experiment: str):
+        self.uri = tracking_uri
+        self.experiment = experiment
+        self.where = f"MLflow at {tracking_uri}"
+        self._client: Any = None
+        self._experiment_id: str | None = None
+        self._sweep_run: str | None = None
+        self._runs: dict[str, str] = {}  # trial id -> run id
+        self._sent: dict[str, int] = {}  # trial id -> history rows its run holds
+        self._state: dict[str, str] = {}  # trial id -> the run's status
+        self._started_at: dict[str, float] = {}
+        self._facts: SweepFacts | None = None
+
+    # --- the tracker's side of the record ------------------------------------------------
+
+    def check(self) -> None:
+        try:
+            self._connect()
+        except Exception as exc:  # noqa: BLE001 - any failure is the one line
+            raise TrackError(f"cannot reach MLflow at {self.uri}: {_first_line(exc)}") from None
+
+    def sync(self, facts: SweepFacts, trials: Sequence[Mapping[str, Any]],
+             history: Sequence[Mapping[str, Any]]) -> None:
+        self._facts = facts
+        client = self._connect()
+        self._find_runs(facts)
+        if self._sweep_run is None:
+            self._sweep_run = client.create_run(
+                self._experiment_id, run_name=facts.name,
+                tags={SWEEP: facts.name, KIND: "sweep", "hpsearch.path": facts.path}).info.run_id
+        else:
+            client.update_run(self._sweep_run, status="RUNNING")
+        by_trial: dict[str, list[Mapping[str, Any]]] = {}
+        for row in history:
+            by_trial.setdefault(str(row.get("trial_id")), []).append(row)
+        for row in trials:
+            trial_id = str(row["trial_id"])
+            self._run_of(trial_id, row)
+            self._send(trial_id, by_trial.get(trial_id, [])[self._sent.get(trial_id, 0):])
+            self._end(trial_id, row)
+
+    def started(self, trial_id: str, row: Mapping[str, Any]) -> None:
+        run = self._run_of(trial_id, row)
+        if self._state.get(trial_id, "RUNNING") != "RUNNING":
+            self._connect().update_run(run, status="RUNNING")  # continued after a resume
+            self._state[trial_id] = "RUNNING"
+
+    def reported(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self._run_of(trial_id, None)
+        self._send(trial_id, rows)
+
+    def ended(self, trial_id: str, row: Mapping[str, Any]) -> None:
+        self._run_of(trial_id, row)
+        self._end(trial_id, row)
+
+    def closed(self, status: str, facts: SweepFacts, best: Mapping[str, Any] | None,
+               front: Sequence[Mapping[str, Any]]) -> None:
+        client = self._connect()
+        if self._sweep_run is None:
+            return
+        run = self._sweep_run
+        tags = {STATUS: status}
+        metrics: dict[str, float] = {}
+        if best is not None:
+            tags["hpsearch.best_trial"] = str(best.get("trial_id"))
+            for key in ("best_value", "final_value"):
+                if isinstance(best.get(key), (int, float)):
+                    metrics[f"best_trial.{key}"] = float(best[key])
+        if front:
+            tags["hpsearch.front"] = ",".join(str(r.get("trial_id")) for r in front)[:5000]
+        _log(client, run, metrics=[(k, v, 0) for k, v in metrics.items()], tags=tags)
+        for name, text in facts.files.items():
+            client.log_text(run, text, name)
+        for trial_id, state in self._state.items():  # paused: resume sets them RUNNING
+            if state == "RUNNING":
+                _log(client, self._runs[trial_id], tags={STATUS: status})
+                client.set_terminated(self._runs[trial_id], status=KILLED)
+                self._state[trial_id] = KILLED
+        client.set_terminated(run, status=_SWEEP_END.get(status, KILLED))
+
+    def transient(self, error: BaseException) -> bool:
+        from mlflow.exceptions import MlflowException
+
+        if isinstance(error, MlflowException):
+            code = getattr(error, "error_code", "")
+            text = str(error)
+            return (code in ("TEMPORARILY_UNAVAILABLE", "INTERNAL_ERROR", "ENDPOINT_NOT_FOUND")
+                    or "API request to" in text or "Max retries" in text)
+        return super().transient(error) or type(error).__module__.startswith(
+            ("requests", "urllib3"))
+
+    # --- inside ----------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        if self._client is None:
+            os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+            from mlflow.tracking import MlflowClient
+
+            for key, value in _FAST.items():
+                os.environ.setdefault(key, value)
+            self._client = MlflowClient(tracking_uri=self.uri)
+        if self._experiment_id is None:
+            found = self._client.get_experiment_by_name(self.experiment)
+            self._experiment_id = (found.experiment_id if found is not None
+                                   else self._client.create_experiment(self.experiment))
+        return self._client
+
+    def _find_runs(self, facts: SweepFacts) -> None:
+        """The sweep's runs already in the experiment, by their tags."""
+        token = None
+        while True:
+            page = self._client.search_runs(
+                [self._experiment_id], filter_string=f"tags.`{SWEEP}` = '{_quoted(facts.name)}'",
+                max_results=1000, page_token=token)
+            for run in page:
+                tags = run.data.tags
+                if tags.get(KIND) == "sweep":
+                    self._sweep_run = run.info.run_id
+                elif TRIAL_ID in tags:
+                    trial_id = tags[TRIAL_ID]
+                    self._runs[trial_id] = run.info.run_id
+                    self._sent[trial_id] = int(tags.get(SENT, 0))
+                    self._state[trial_id] = run.info.status
+            token = page.token
+            if not token:
+                return
+
+    def _run_of(self, trial_id: str, row: Mapping[str, Any] | None) -> str:
+        """The trial's run, created (with its parameters and tags) if it has none."""
+        if trial_id in self._runs:
+            return self._runs[trial_id]
+        facts = self._facts
+        client = self._connect()
+        tags = {TRIAL_ID: trial_id, SWEEP: facts.name if facts else "",
+                PARENT: self._sweep_run or ""}
+        if row is not None and row.get("optuna_trial") is not None:
+            tags[OPTUNA] = str(int(row["optuna_trial"]))
+        started = epoch_seconds((row or {}).get("started_at"))
+        run = client.create_run(self._experiment_id, run_name=trial_id, tags=tags,
+                                start_time=int(started * 1000) if started else None)
+        run_id = run.info.run_id
+        names = facts.params if facts else ()
+        params = {k: (row or {}).get(k) for k in names if (row or {}).get(k) is not None}
+        if params:
+            _log(client, run_id, params={k: _param(v) for k, v in params.items()})
+        self._runs[trial_id], self._sent[trial_id] = run_id, 0
+        self._state[trial_id] = "RUNNING"
+        if started:
+            self._started_at[trial_id] = started
+        return run_id
+
+    def _send(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
+        client, run = self._connect(), self._runs[trial_id]
+        now = time.time()
+        start = self._started_at.get(trial_id)
+        metrics = []
+        for row in rows:
+            total = row.get("time_total_s")
+            at = (start + total if start and isinstance(total, (int, float)) else now)
+            step = step_of(row)
+            metrics += [(k, v, step, int(at * 1000)) for k, v in numeric_metrics(row).items()]
+        sent = self._sent.get(trial_id, 0) + len(rows)
+        for i in range(0, max(len(metrics), 1), _BATCH_METRICS):
+            last = i + _BATCH_METRICS >= len(metrics)
+            _log(client, run, metrics=metrics[i:i + _BATCH_METRICS],
+                 tags={SENT: str(sent)} if last else None)
+        self._sent[trial_id] = sent
+
+    def _end(self, trial_id: str, row: Mapping[str, Any]) -> None:
+        state = end_state(row.get("status"))
+        if state is None:
+            return
+        client, run = self._connect(), self._runs[trial_id]
+        tags = {STATUS: str(row.get("status"))}
+        if row.get("error"):
+            tags[ERROR] = str(row["error"])[:5000]
+        _log(client, run, tags=tags)
+        if self._state.get(trial_id) != state:
+            ended = epoch_seconds(row.get("ended_at"))
+            client.set_terminated(run, status=state,
+                                  end_time=int(ended * 1000) if ended else None)
+            self._state[trial_id] = state
+
+
+def _log(client: Any, run_id: str, *, metrics: Sequence[tuple] = (),
+         params: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+
+    now = int(time.time() * 1000)
+    client.log_batch(
+        run_id,
+        metrics=[Metric(m[0], m[1], m[3] if len(m) > 3 else now, m[2]) for m in metrics],
+        params=[Param(k, v) for k, v in (params or {}).items()],
+        tags=[RunTag(k, v) for k, v in (tags or {}).items()])
+
+
+def _param(value: Any) -> str:
+    text = repr(value) if isinstance(value, float) else str(value)
+    return text[:6000]
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(error).__name__)[:300]

@@ -27,6 +27,7 @@ COMMANDS = {
     "report": "hpsearch.cli.report:report",
     "doctor": "hpsearch.cli.doctor:doctor",
     "submit": "hpsearch.cli.submit:submit",
+    "export": "hpsearch.cli.export:export",
 }
 
 

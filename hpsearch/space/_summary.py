@@ -100,6 +100,12 @@ def _run_rows(spec: Spec) -> list[tuple[str, str]]:
     ck = spec.checkpoints
     rows.append(("checkpoints", f"newest {ck.keep} per trial; an ended trial keeps them "
                                 f"only while among the {ck.keep_best_trials} best"))
+    if spec.track.any:
+        mlflow = spec.track.mlflow
+        where = [] if mlflow is None else [
+            f"MLflow at {mlflow.tracking_uri or '$MLFLOW_TRACKING_URI'}, experiment "
+            f"{mlflow.experiment or spec.name}"]
+        rows.append(("track", "; ".join(where + ["TensorBoard"] * spec.track.tensorboard)))
     return rows
 
 

@@ -12,16 +12,14 @@ export adds nothing. Imports no tracker library until one is used.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
 
 from hpsearch.errors import TrackingError
 from hpsearch.space.spec import Track
-from hpsearch.store.layout import SweepDir
 from hpsearch.track.base import SweepFacts, Tracker, TrackError
 from hpsearch.track.pump import Tracking
 
 __all__ = ["SweepFacts", "TrackError", "Tracker", "Tracking", "check_trackers",
-           "make_trackers", "tracking_for"]
+           "make_trackers"]
 
 def make_trackers(track: Track, *, sweep_name: str,
                   tensorboard: str | Path | None = None) -> list[Tracker]:
@@ -58,19 +56,3 @@ def check_trackers(trackers: list[Tracker]) -> None:
         except TrackError as exc:
             raise TrackingError(f"{exc}. Start it or fix track: in the space (or remove "
                                 "it), then run again.") from None
-
-
-def tracking_for(track: Track, sweep: SweepDir, *, say: Callable[[str], None]) -> Any:
-    """The :class:`Tracking` of a sweep about to run, its trackers checked, or ``None``
-    when the space tracks nothing.
-
-    Raises:
-        TrackingError: A tracker cannot be reached.
-    """
-    if not track.any:
-        return None
-    trackers = make_trackers(track, sweep_name=sweep.name, tensorboard=sweep.tensorboard)
-    check_trackers(trackers)
-    hint = f"`hpsearch export {sweep.name} --storage {sweep.storage}"
-    hint += (" --mlflow`" if track.mlflow is not None else "`")
-    return Tracking(trackers, say=say, hint=hint)

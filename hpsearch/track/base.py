@@ -33,6 +33,7 @@ class SweepFacts:
         name: The sweep's name.
         path: Its directory, as text.
         params: The searched parameters' names.
+        fixed: The fixed values every trial gets.
         objectives: ``(metric, mode)`` of each objective, the first one first.
         files: The sweep's own files a tracker keeps beside its runs (the space as run,
             the manifest), by file name.
@@ -41,6 +42,7 @@ class SweepFacts:
     name: str
     path: str
     params: tuple[str, ...]
+    fixed: Mapping[str, Any]
     objectives: tuple[tuple[str, str], ...]
     files: Mapping[str, str] = field(default_factory=dict)
 
@@ -63,6 +65,8 @@ class Tracker:
 
     #: Says where, for the lines people read: ``MLflow at http://...``.
     where: str = "tracker"
+    #: History rows this tracker object has written (what an export added).
+    rows_sent: int = 0
 
     def check(self) -> None:
         """Reach the tracker once; raises :class:`TrackError` with one line if it cannot."""

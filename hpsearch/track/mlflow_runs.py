@@ -39,7 +39,8 @@ _SWEEP_END = {st.SWEEP_FINISHED: FINISHED, st.SWEEP_DEADLINE: FINISHED,
               st.SWEEP_MISSING_METRIC: FAILED}
 # The client's own retries would hold a call for minutes against a server that is down;
 # the pump retries instead, and says so once.
-_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+         "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
@@ -80,7 +81,7 @@ class MlflowTracker(Tracker):
 
     def check(self) -> None:
         try:
-            self._connect()
+            self._connect(experiment=False).search_experiments(max_results=1)
         except Exception as exc:  # noqa: BLE001 - any failure is the one line
             raise TrackError(f"cannot reach MLflow at {self.uri}: {_first_line(exc)}") from None
 
@@ -93,6 +94,9 @@ class MlflowTracker(Tracker):
             self._sweep_run = client.create_run(
                 self._experiment_id, run_name=facts.name,
                 tags={SWEEP: facts.name, KIND: "sweep", "hpsearch.path": facts.path}).info.run_id
+            if facts.fixed:  # what every trial gets; each trial's run has its searched ones
+                _log(client, self._sweep_run,
+                     params={k: _param(v) for k, v in facts.fixed.items()})
         else:
             client.update_run(self._sweep_run, status="RUNNING")
         by_trial: dict[str, list[Mapping[str, Any]]] = {}
@@ -156,7 +160,8 @@ class MlflowTracker(Tracker):
 
     # --- inside ----------------------------------------------------------------------------
 
-    def _connect(self) -> Any:
+    def _connect(self, *, experiment: bool = True) -> Any:
+        """The client; with ``experiment``, the experiment found or created too."""
         if self._client is None:
             os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
             from mlflow.tracking import MlflowClient
@@ -164,7 +169,7 @@ class MlflowTracker(Tracker):
             for key, value in _FAST.items():
                 os.environ.setdefault(key, value)
             self._client = MlflowClient(tracking_uri=self.uri)
-        if self._experiment_id is None:
+        if experiment and self._experiment_id is None:
             found = self._client.get_experiment_by_name(self.experiment)
             self._experiment_id = (found.experiment_id if found is not None
                                    else self._client.create_experiment(self.experiment))
@@ -232,6 +237,7 @@ class MlflowTracker(Tracker):
             _log(client, run, metrics=metrics[i:i + _BATCH_METRICS],
                  tags={SENT: str(sent)} if last else None)
         self._sent[trial_id] = sent
+        self.rows_sent += len(rows)
 
     def _end(self, trial_id: str, row: Mapping[str, Any]) -> None:
         state = end_state(row.get("status"))
@@ -271,5 +277,14 @@ def _quoted(text: str) -> str:
 
 
 def _first_line(error: BaseException) -> str:
-    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    """What went wrong, short: the client's messages nest the cause in a long URL line."""
+    text = str(error)
+    for sign, says in (("Connection refused", "connection refused"),
+                       ("NewConnectionError", "connection refused"),
+                       ("Name or service not known", "unknown host"),
+                       ("nodename nor servname", "unknown host"),
+                       ("Read timed out", "timed out"), ("ConnectTimeout", "timed out")):
+        if sign in text:
+            return says
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return (lines[0] if lines else type(error).__name__)[:300]

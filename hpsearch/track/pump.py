@@ -44,7 +44,7 @@ def facts_of(record: Any) -> SweepFacts:
     return SweepFacts(
         name=sweep.name if sweep is not None else spec.name,
         path=str(sweep.path) if sweep is not None else "",
-        params=tuple(p.name for p in spec.params),
+        params=tuple(p.name for p in spec.params), fixed=dict(spec.fixed),
         objectives=tuple((o.metric, o.mode) for o in spec.objectives), files=files)
 
 
@@ -145,6 +145,11 @@ class Tracking:
         self.hint = hint
         self.pumps = [_Pump(t, say) for t in trackers]
         self.facts: SweepFacts | None = None
+
+    def __getstate__(self):
+        # Tune pickles the Tuner's plug-ins, and the record with them, into tuner.pkl,
+        # which hpsearch never reads; threads and queues do not pickle.
+        return {}
 
     def _all(self, name: str, *args: Any) -> None:
         for pump in self.pumps:

@@ -13,6 +13,7 @@ admission       the start rule: the searcher asks it, housekeeping reads the sha
 stopper         ends the run: Ctrl-C, a full disk, all failed, stalled, deadline, time budget
 disk            the full-disk watch: a watcher of the record (it pauses the trials a full
                 disk stopped) and a Tune callback; the stopper ends the run on it
+tracking        the trackers (``track:``): an observer of the record, on threads of its own
 ==============  ==========================================================================
 """
 
@@ -75,11 +76,14 @@ class SweepRun:
         verbose: Ray's own output too.
         share: Register with the cluster's ledger (sweeps sharing a cluster).
         need: What the sweep may hold on its storage (for the full-disk line).
+        trackers: The trackers ``track:`` asks for, already reached
+            (:func:`hpsearch.track.make_trackers`).
     """
 
     def __init__(self, record: SweepRecord, runner: Runner, plan: Plan, *,
                  deadline_at: float | None = None, stream: Any, verbose: bool = False,
-                 share: bool = True, need: StorageNeed | None = None):
+                 share: bool = True, need: StorageNeed | None = None,
+                 trackers: tuple = ()):
         spec, sweep, records = record.spec, record.sweep, record.rows
         self.spec, self.sweep, self.runner, self.plan = spec, sweep, runner, plan
         self.record = record
@@ -88,6 +92,8 @@ class SweepRun:
         self.progress = ProgressCallback(records, spec, stream=stream)
         self.disk = DiskWatch(sweep, say=self.progress.log)
         record.watch(self.disk)
+        if trackers:
+            record.observe(_tracking(trackers, sweep, spec, stream, say=self.progress.log))
         record.open_study(directions=directions(spec.objectives),
                           sampler=make_sampler(_reseeded(spec, len(record.recorded))))
         self.admission = Admission(
@@ -213,6 +219,16 @@ class SweepRun:
         if not any(counts.get(s) for s in st.WITH_RESULT):
             return st.SWEEP_NO_TRIAL_COMPLETED
         return st.SWEEP_FINISHED
+
+
+def _tracking(trackers: tuple, sweep: SweepDir, spec: Spec, stream: Any, *, say: Any) -> Any:
+    """The trackers as one observer of the record; TensorBoard's command is printed."""
+    from hpsearch.track import Tracking
+
+    if spec.track.tensorboard:
+        print(f"  tensorboard: tensorboard --logdir {sweep.tensorboard}", file=stream)
+    hint = f"`hpsearch export {sweep.name} --storage {sweep.storage}`"
+    return Tracking(list(trackers), say=say, hint=hint)
 
 
 def _reseeded(spec: Spec, runs_before: int) -> Spec:

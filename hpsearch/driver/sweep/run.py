@@ -156,6 +156,7 @@ class _Setup:
     plan: Plan
     runner: Runner
     need: StorageNeed
+    trackers: tuple = ()
 
 
 @contextlib.contextmanager
@@ -169,6 +170,7 @@ def _prepared(spec: Spec, sweep: SweepDir, *, address: str | None,
     from hpsearch.driver.trials.resolve import checkpoint_estimate, resolve_runner
 
     runner = resolve_runner(spec)
+    trackers = () if dry_run else _checked_trackers(spec, sweep)
     checkpoint = checkpoint_estimate(spec)
     measured = sweep if resume else None  # a resumed sweep's own checkpoints are measured
     if not dry_run:  # a full disk is said before Ray starts (one trial's worth), then per plan
@@ -183,7 +185,22 @@ def _prepared(spec: Spec, sweep: SweepDir, *, address: str | None,
             return
         plan = replace(plan, storage=check_free_space(need, sweep, resume=resume))
         require_cuda_on_gpu_nodes(spec)
-        yield _Setup(conn, plan, replace(runner, placement=plan.placement), need)
+        yield _Setup(conn, plan, replace(runner, placement=plan.placement), need, trackers)
+
+
+def _checked_trackers(spec: Spec, sweep: SweepDir) -> tuple:
+    """The trackers ``track:`` asks for, each reached once before anything starts.
+
+    Raises:
+        TrackingError: One cannot be reached (its one line).
+    """
+    if not spec.track.any:
+        return ()
+    from hpsearch.track import check_trackers, make_trackers
+
+    trackers = make_trackers(spec.track, sweep_name=sweep.name, tensorboard=sweep.tensorboard)
+    check_trackers(trackers)
+    return tuple(trackers)
 
 
 def _drive(record: SweepRecord, setup: _Setup, *, deadline: float | None, verbose: bool,
@@ -199,7 +216,8 @@ def _drive(record: SweepRecord, setup: _Setup, *, deadline: float | None, verbos
         record.begin(local_ray=local_ray, plan=plan, space=space,
                      note=lambda manifest: note_gpu_simulation(record.spec, manifest, stream))
         run = SweepRun(record, setup.runner, setup.plan, deadline_at=deadline,
-                       stream=stream, verbose=verbose, need=setup.need)
+                       stream=stream, verbose=verbose, need=setup.need,
+                       trackers=setup.trackers)
     return run.fit()
 
 

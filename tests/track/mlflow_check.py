@@ -1,0 +1,59 @@
+"""What a sweep's MLflow experiment holds, read with MLflow's own client, against the
+sweep's tables: the checks the tracked-sweep tests share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hpsearch
+
+#: Trial statuses and the run states they end in (docs/tracking.md).
+RUN_STATE = {"completed": "FINISHED", "stopped_by_asha": "KILLED", "stopped": "KILLED",
+             "diverged": "KILLED", "failed": "FAILED", "unsupported_precision": "FAILED"}
+
+
+def runs_of(uri: str, experiment: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return client.search_runs([found.experiment_id], max_results=1000)
+
+
+def trial_runs(uri: str, experiment: str) -> dict[str, list]:
+    """Trial id -> its runs (a list, so that a second run of one trial shows)."""
+    out: dict[str, list] = {}
+    for run in runs_of(uri, experiment):
+        if "hpsearch.trial_id" in run.data.tags:
+            out.setdefault(run.data.tags["hpsearch.trial_id"], []).append(run)
+    return out
+
+
+def assert_mlflow_matches_tables(uri: str, experiment: str, sweep: Path, metric: str) -> None:
+    """One run per trial under the sweep's one run; each trial's curve of ``metric`` is
+    its history's, step for step (no gap, no repeat); its state is its status's; its
+    parameters are its row's."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    trials = hpsearch.read_trials(sweep).set_index("trial_id")
+    history = hpsearch.read_history(sweep)
+    runs = runs_of(uri, experiment)
+    sweeps = [r for r in runs if r.data.tags.get("hpsearch.kind") == "sweep"]
+    assert len(sweeps) == 1, [r.info.run_name for r in sweeps]
+    parent = sweeps[0].info.run_id
+    by_trial = trial_runs(uri, experiment)
+    assert sorted(by_trial) == sorted(trials.index), (sorted(by_trial), list(trials.index))
+    for trial_id, row in trials.iterrows():
+        (run,) = by_trial[trial_id]  # exactly one run per trial
+        assert run.data.tags["mlflow.parentRunId"] == parent
+        assert run.info.status == RUN_STATE[row.status], (trial_id, row.status, run.info.status)
+        assert run.data.tags["hpsearch.status"] == row.status
+        assert run.data.tags["hpsearch.optuna_trial"] == str(int(row.optuna_trial))
+        assert float(run.data.params["lr"]) == row.lr
+        logged = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, metric)]
+        ours = history[(history.trial_id == trial_id) & history[metric].notna()]
+        expected = list(zip(ours.step.astype(int), ours[metric].astype(float)))
+        assert sorted(logged) == sorted(expected), (trial_id, logged, expected)

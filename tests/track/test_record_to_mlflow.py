@@ -1,0 +1,128 @@
+"""A sweep's record followed into a real MLflow server by :class:`hpsearch.track.Tracking`
+(no Ray: the record's verbs are called as Tune's events would call them): the server going
+away costs one line and nothing sent, a resume's new tracker continues the same runs, and
+the command line refuses a server it cannot reach before anything starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from hpsearch.driver.record.sweep_record import SweepRecord
+from hpsearch.space import parse_space
+from hpsearch.track import Tracking
+from hpsearch.track.mlflow_runs import MlflowTracker
+
+from .mlflow_check import trial_runs
+
+SPACE = {"name": "rec", "trainable": "digits", "objective": {"metric": "val_loss", "mode": "min"},
+         "params": {"lr": {"type": "float", "low": 1e-3, "high": 0.1, "log": True}},
+         "scheduler": {"type": "fifo", "time_attr": "epoch", "max_t": 8}}
+
+
+def report(epoch: int) -> dict:
+    return {"val_loss": 1.0 / epoch, "epoch": epoch, "step": 10 * epoch,
+            "training_iteration": epoch, "time_total_s": 0.1 * epoch}
+
+
+def wait_for(predicate, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not reached in time")
+
+
+def curve(uri: str, experiment: str, trial_id: str) -> list[int]:
+    from mlflow.tracking import MlflowClient
+
+    (run,) = trial_runs(uri, experiment)[trial_id]
+    return sorted(m.step for m in MlflowClient(uri).get_metric_history(run.info.run_id,
+                                                                        "val_loss"))
+
+
+def test_a_server_away_mid_trial_costs_one_line_and_nothing_sent(mlflow_server):
+    spec = parse_space(SPACE)
+    record = SweepRecord.in_memory(spec)
+    record.open_study(directions=["minimize"])
+    lines: list[str] = []
+    tracker = MlflowTracker(mlflow_server.uri, "away")
+    tracker.check()
+    record.observe(Tracking([tracker], say=lines.append, drain_s=60))
+    trial = record.study.ask()
+    record.link("t1", trial.number)
+    record.start("t1", {"lr": 0.01})
+    for epoch in (1, 2, 3):
+        record.report("t1", report(epoch))
+    wait_for(lambda: curve(mlflow_server.uri, "away", "t1") == [10, 20, 30])
+
+    mlflow_server.stop()
+    for epoch in (4, 5, 6):  # the driver goes on: nothing here waits for the server
+        started = time.monotonic()
+        record.report("t1", report(epoch))
+        assert time.monotonic() - started < 1.0
+    wait_for(lambda: any("does not answer" in line for line in lines))
+    mlflow_server.start()
+    for epoch in (7, 8):
+        record.report("t1", report(epoch))
+    record.end("t1", trial, returned=True, last=report(8), reported=True)
+    record.close("finished")
+
+    assert [ln for ln in lines if "does not answer" in ln] == lines[:1], lines
+    assert any("answers again" in line for line in lines), lines
+    assert curve(mlflow_server.uri, "away", "t1") == [10 * e for e in range(1, 9)]
+    (run,) = trial_runs(mlflow_server.uri, "away")["t1"]
+    assert run.info.status == "FINISHED" and run.data.tags["hpsearch.rows_sent"] == "8"
+
+
+def test_a_new_tracker_continues_each_run_where_it_stopped(mlflow_server):
+    """A resume builds a new tracker; its sync sends each trial only the rows its run
+    lacks, and a trial that starts again takes up its run (RUNNING again), never a second
+    one."""
+    spec = parse_space(SPACE)
+    first = SweepRecord.in_memory(spec)
+    first.open_study(directions=["minimize"])
+    first.observe(Tracking([MlflowTracker(mlflow_server.uri, "again")], say=print))
+    trial = first.study.ask()
+    first.link("t1", trial.number)
+    first.start("t1", {"lr": 0.02})
+    for epoch in (1, 2):
+        first.report("t1", report(epoch))
+    first.close("interrupted")  # Ctrl-C: the trial's run is KILLED until the resume
+    (run,) = trial_runs(mlflow_server.uri, "again")["t1"]
+    assert run.info.status == "KILLED"
+
+    second = SweepRecord.in_memory(spec)  # what a resume reads back from the tables
+    second.rows.load([dict(first.rows.trials["t1"], status="running")],
+                     first.rows.history + [{"trial_id": "t1", **report(3)}])
+    second.open_study(directions=["minimize"])
+    second.observe(Tracking([MlflowTracker(mlflow_server.uri, "again")], say=print))
+    second.start("t1", {"lr": 0.02})
+    second.report("t1", report(4))
+    second.close("interrupted")
+    (run,) = trial_runs(mlflow_server.uri, "again")["t1"]
+    assert curve(mlflow_server.uri, "again", "t1") == [10, 20, 30, 40]
+    assert run.data.tags["hpsearch.rows_sent"] == "4"
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_server_that_does_not_answer_is_one_line_before_anything_starts(tmp_path, command):
+    space = tmp_path / "space.yaml"
+    space.write_text(textwrap.dedent("""\
+        trainable: digits
+        objective: {metric: val_loss, mode: min}
+        params: {lr: {type: float, low: 1.0e-3, high: 0.1, log: true}}
+        track: {mlflow: {tracking_uri: 'http://127.0.0.1:9'}}
+    """))
+    args = ["--check-track"] if command == "validate" else []
+    out = subprocess.run([sys.executable, "-m", "hpsearch", command, str(space), *args],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "cannot reach MLflow at http://127.0.0.1:9: connection refused" in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()  # no sweep was made, no Ray was started

@@ -24,6 +24,8 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import pytest
+
 MLFLOW_VERSION = "3.17.2"
 ENV_VAR = "HPSEARCH_TEST_MLFLOW_SERVER"
 REPO = Path(__file__).resolve().parents[2]
@@ -33,8 +35,12 @@ _BUILT = VENV / ".built"
 HEALTH_DEADLINE_S = 120.0
 
 
-class MlflowServerError(RuntimeError):
-    """The server could not be built or started; the message says why in a few lines."""
+class MlflowServerError(pytest.fail.Exception):
+    """The server could not be built or started. The test that asked for it fails with
+    this message alone (no traceback), never skips: a failure to build is a failure."""
+
+    def __init__(self, msg: str):
+        super().__init__(msg, pytrace=False)
 
 
 def _tail(path: Path, n: int = 20) -> str:

@@ -46,3 +46,14 @@ def test_runs_survive_a_restart_and_no_process_is_left(tmp_path, monkeypatch):
         assert pids
     assert not server.processes()
     assert not server.running
+
+
+@pytest.mark.slow
+def test_the_session_fixture_restarts_on_its_port_with_its_store(mlflow_server, monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    client = MlflowClient(mlflow_server.uri)
+    exp = client.create_experiment("fixture-restart")
+    mlflow_server.stop()
+    assert not mlflow_server.processes()
+    mlflow_server.start()
+    assert client.get_experiment(exp).name == "fixture-restart"

@@ -56,6 +56,7 @@ class TensorBoardTracker(Tracker):
         self._started_at: dict[str, float] = {}
         self._rows: dict[str, Mapping[str, Any]] = {}  # trial id -> its trial row
         self._dirty: set[str] = set()  # trials with events not yet in their state file
+        self._ending: set[str] = set()  # trials whose writer closes at the next commit
 
     # --- the tracker's side of the record ------------------------------------------------
 
@@ -142,21 +143,22 @@ class TensorBoardTracker(Tracker):
 
     def _commit(self, trial_id: str) -> None:
         """Flushes the trial's events, then says so in its state file (replaced whole);
-        closes the writer of a trial that has ended. Nothing when nothing was written."""
-        if trial_id not in self._dirty:
-            return
+        closes the writer of a trial that has just ended (it writes nothing more unless it
+        runs again). Writes nothing when nothing was written."""
         writer = self._writers.get(trial_id)
-        if writer is not None:
-            writer.flush()
-        state = self._state_of(trial_id)
-        path = self._state_path(trial_id)
-        temp = path.with_name(f".{STATE_FILE}.tmp-{os.getpid()}")
-        temp.write_text(json.dumps(state))
-        os.replace(temp, path)
-        self._dirty.discard(trial_id)
-        if state["end"] is not None and writer is not None:
-            del self._writers[trial_id]
-            writer.close()  # an ended trial writes nothing more unless it runs again
+        if trial_id in self._dirty:
+            if writer is not None:
+                writer.flush()
+            path = self._state_path(trial_id)
+            temp = path.with_name(f".{STATE_FILE}.tmp-{os.getpid()}")
+            temp.write_text(json.dumps(self._state_of(trial_id)))
+            os.replace(temp, path)
+            self._dirty.discard(trial_id)
+        if trial_id in self._ending:
+            self._ending.discard(trial_id)
+            if writer is not None:
+                del self._writers[trial_id]
+                writer.close()
 
     def _writer(self, trial_id: str) -> Any:
         if trial_id not in self._writers:
@@ -209,6 +211,7 @@ class TensorBoardTracker(Tracker):
             return
         state = self._state_of(trial_id)
         ended = epoch_seconds(row.get("ended_at"))
+        self._ending.add(trial_id)
         if state["end"] is None:
             from tensorboard.plugins.hparams.api_pb2 import Status
             from torch.utils.tensorboard.summary import hparams

@@ -119,6 +119,44 @@ def test_hparams_lists_the_trial_by_its_params_and_the_objective(tmp_path):
         assert hp_metadata.SESSION_END_INFO_TAG not in content  # still running
 
 
+def test_the_hparams_tab_lists_each_trial_by_its_params_and_last_objective(tmp_path):
+    """What TensorBoard's HParams tab asks its backend (ListSessionGroups), answered by
+    TensorBoard's own plugin code over the folders."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider
+    from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import api_pb2, backend_context, list_session_groups
+
+    tracker = TensorBoardTracker(tmp_path)
+    tracker.sync(FACTS, [trial_row("t1", "completed"), trial_row("t2")], both_histories())
+    tracker.release()
+
+    multiplexer = pem.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(tmp_path))
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, str(tmp_path))
+    backend = backend_context.Context(base_plugin.TBContext(data_provider=provider,
+                                                            logdir=str(tmp_path)))
+    request = api_pb2.ListSessionGroupsRequest(
+        start_index=0, slice_size=10, allowed_statuses=list(api_pb2.Status.values()),
+        col_params=[api_pb2.ColParams(hparam=name) for name in FACTS.params]
+        + [api_pb2.ColParams(metric=api_pb2.MetricName(tag="val_loss"))])
+    answer = list_session_groups.Handler(context.RequestContext(), backend, "", request).run()
+
+    groups = {group.name: group for group in answer.session_groups}
+    assert sorted(groups) == ["t1", "t2"]  # one session per trial, in its own folder
+    for trial_id, scale in (("t1", 1.0), ("t2", 2.0)):
+        group = groups[trial_id]
+        assert group.hparams["opt"].string_value == PARAMS[trial_id]["opt"]
+        assert group.hparams["lr"].number_value == pytest.approx(PARAMS[trial_id]["lr"])
+        [metric] = group.metric_values
+        assert (metric.name.tag, metric.training_step) == ("val_loss", STEPS)
+        assert metric.value == pytest.approx(scale / STEPS)
+    assert [api_pb2.Status.Name(s.status) for s in groups["t1"].sessions] == ["STATUS_SUCCESS"]
+    assert [api_pb2.Status.Name(s.status) for s in groups["t2"].sessions] == ["STATUS_UNKNOWN"]
+
+
 @pytest.mark.parametrize("status, error, expected", [
     ("completed", None, "STATUS_SUCCESS"),
     ("failed", "RuntimeError: CUDA out of memory", "STATUS_FAILURE"),
@@ -201,6 +239,12 @@ def test_curves_grow_live_and_an_export_after_adds_nothing(tmp_path):
         tracker.reported("t1", rows[2 * step - 2:2 * step])
         # readable before the writer is closed: each report is flushed
         assert [s for s, _ in scalars(tmp_path, "t1", "val_loss")] == list(range(1, step + 1))
+    # a report of many logged training rows (the writer's thread writes them one by one)
+    many = [{"trial_id": "t1", "step": STEPS + i, "evaluated": False, "train_loss": 0.1}
+            for i in range(1, 1001)]
+    tracker.reported("t1", many)
+    assert len(scalars(tmp_path, "t1", "train_loss")) == STEPS + len(many)
+    rows += many
     tracker.ended("t1", trial_row("t1", "completed"))
     tracker.closed("finished", FACTS, None, [])
     tracker.release()
@@ -232,3 +276,22 @@ def test_an_unreadable_state_file_is_one_line_and_left_alone(tmp_path):
     assert STATE_FILE in str(caught.value) and "\n" not in str(caught.value)
     assert (tmp_path / "t1" / STATE_FILE).read_text() == "{not json"
     assert events(tmp_path) == []
+
+
+def test_a_trial_run_again_after_its_end_continues_in_one_more_file(tmp_path):
+    """Tune retries a failed trial: its curve goes on, and its writer is not reopened
+    for each report (one event file per run of the trial)."""
+    rows = history("t1")
+    tracker = TensorBoardTracker(tmp_path)
+    tracker.sync(FACTS, [], [])
+    tracker.started("t1", trial_row("t1"))
+    tracker.reported("t1", rows[:4])
+    tracker.ended("t1", trial_row("t1", "failed", "boom"))
+    tracker.started("t1", trial_row("t1"))
+    for i in range(4, len(rows), 2):
+        tracker.reported("t1", rows[i:i + 2])
+    tracker.ended("t1", trial_row("t1", "completed"))
+    tracker.release()
+
+    assert [s for s, _ in scalars(tmp_path, "t1", "val_loss")] == list(range(1, STEPS + 1))
+    assert len(list((tmp_path / "t1").glob("*tfevents*"))) == 2

@@ -9,12 +9,14 @@ objectives' metrics) and the session start (the trial's parameters) once the tri
 known, the session end once it has ended (``completed`` STATUS_SUCCESS; ``failed`` and
 ``unsupported_precision`` STATUS_FAILURE; ``stopped_by_asha``, ``stopped``, ``diverged``
 STATUS_UNKNOWN), with the status and any error as the text tags ``hpsearch/status`` and
-``hpsearch/error``.
+``hpsearch/error``. TensorBoard keeps a run's first session end, so a trial Tune runs again
+after a failure keeps STATUS_FAILURE in the HParams tab; its curve goes on, and its new
+status is one more ``hpsearch/status`` text.
 
 What a folder holds is kept beside its event files, in ``hpsearch_sent.json``
-(``{"rows": N, "start": true, "end": "FINISHED", "error": false}``: the trial's history
-rows written, and which HParams summaries and texts are), replaced whole after the event
-writer flushed. So a resumed sweep continues each trial's curve with no gap and no
+(``{"rows": 12, "start": true, "end": "FINISHED", "status": "completed", "error": false}``:
+the trial's history rows written, and which HParams summaries and texts are), replaced
+whole after the event writer flushed. So a resumed sweep continues each trial's curve with no gap and no
 repeat, and a second export into the same folder adds nothing. Nothing is ever deleted.
 """
 
@@ -110,7 +112,10 @@ class TensorBoardTracker(Tracker):
 
     def release(self) -> None:
         for trial_id in list(self._dirty):
-            self._commit(trial_id)
+            try:
+                self._commit(trial_id)
+            except OSError:
+                pass  # not counted: the next sync writes those rows again
         writers, self._writers = self._writers, {}
         for writer in writers.values():
             writer.close()
@@ -129,7 +134,7 @@ class TensorBoardTracker(Tracker):
     def _state_of(self, trial_id: str) -> dict[str, Any]:
         """What the trial's folder holds, read back from its state file the first time."""
         if trial_id not in self._state:
-            state = {"rows": 0, "start": False, "end": None, "error": False}
+            state = {"rows": 0, "start": False, "end": None, "status": None, "error": False}
             path = self._state_path(trial_id)
             try:
                 state.update(json.loads(path.read_text()))
@@ -204,8 +209,8 @@ class TensorBoardTracker(Tracker):
         self._dirty.add(trial_id)
 
     def _end(self, trial_id: str, row: Mapping[str, Any]) -> None:
-        """Writes the trial's end once (the session end, its status), and its error once
-        the row has one."""
+        """Writes the trial's end: the session end once (TensorBoard keeps the first), its
+        status as text each time it changes, its error once the row has one."""
         run_state = end_state(row.get("status"))
         if run_state is None:
             return
@@ -219,10 +224,12 @@ class TensorBoardTracker(Tracker):
             status = Status.Value(_SESSION_STATUS.get(run_state, "STATUS_UNKNOWN"))
             end = _edited(hparams({}, {})[2],
                           lambda data: _set_end(data.session_end_info, status, ended))
-            writer = self._writer(trial_id)
-            writer.file_writer.add_summary(end, walltime=ended)
-            writer.add_text(STATUS_TAG, str(row.get("status")), walltime=ended)
+            self._writer(trial_id).file_writer.add_summary(end, walltime=ended)
             state["end"] = run_state
+            self._dirty.add(trial_id)
+        if state["status"] != row.get("status"):  # again if a trial run again ends otherwise
+            self._writer(trial_id).add_text(STATUS_TAG, str(row.get("status")), walltime=ended)
+            state["status"] = row.get("status")
             self._dirty.add(trial_id)
         if row.get("error") and not state["error"]:
             self._writer(trial_id).add_text(ERROR_TAG, str(row["error"])[:5000], walltime=ended)

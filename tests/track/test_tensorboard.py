@@ -295,3 +295,27 @@ def test_a_trial_run_again_after_its_end_continues_in_one_more_file(tmp_path):
 
     assert [s for s, _ in scalars(tmp_path, "t1", "val_loss")] == list(range(1, STEPS + 1))
     assert len(list((tmp_path / "t1").glob("*tfevents*"))) == 2
+    texts = accumulator(tmp_path, "t1").Tensors("hpsearch/status/text_summary")
+    assert [t.tensor_proto.string_val[0].decode() for t in texts] == ["failed", "completed"]
+    assert tag_count(tmp_path, "t1", hp_metadata.SESSION_END_INFO_TAG) == 1
+
+
+def test_params_read_back_from_a_table_are_hparams_of_their_type(tmp_path):
+    """An export's trial rows come from Parquet: numpy numbers, and NaN where a
+    conditional parameter does not apply."""
+    np = pytest.importorskip("numpy")
+    facts = SweepFacts(name="tb", path="", params=("lr", "layers", "wide", "momentum"),
+                       objectives=(("val_loss", "min"),))
+    row = {**trial_row("t1", "completed"), "lr": np.float64(0.01), "layers": np.int64(2),
+           "wide": np.bool_(True), "momentum": np.float64("nan")}
+    tracker = TensorBoardTracker(tmp_path)
+    tracker.sync(facts, [row], history("t1"))
+    tracker.release()
+
+    start = hp_metadata.parse_session_start_info_plugin_data(
+        hparams_content(tmp_path, "t1")[hp_metadata.SESSION_START_INFO_TAG])
+    assert sorted(start.hparams) == ["layers", "lr", "wide"]
+    assert start.hparams["layers"].WhichOneof("kind") == "number_value"
+    assert start.hparams["layers"].number_value == 2
+    assert start.hparams["lr"].number_value == pytest.approx(0.01)
+    assert start.hparams["wide"].number_value == 1  # torch's hparams() writes bools as numbers

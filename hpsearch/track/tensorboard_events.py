@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from hpsearch.store.reports import epoch_seconds
 from hpsearch.track.base import (FAILED, FINISHED, SweepFacts, Tracker, TrackError,
@@ -83,28 +84,28 @@ class TensorBoardTracker(Tracker):
             by_trial.setdefault(str(row.get("trial_id")), []).append(row)
         for row in trials:
             trial_id = str(row["trial_id"])
-            self._know(trial_id, row)
-            self._session_start(trial_id)
-            sent = self._state_of(trial_id)["rows"]
-            self._write_rows(trial_id, by_trial.get(trial_id, [])[sent:])
-            self._end(trial_id, row)
-            self._commit(trial_id)
+            with self._writing(trial_id):
+                self._know(trial_id, row)
+                self._session_start(trial_id)
+                sent = self._state_of(trial_id)["rows"]
+                self._write_rows(trial_id, by_trial.get(trial_id, [])[sent:])
+                self._end(trial_id, row)
 
     def started(self, trial_id: str, row: Mapping[str, Any]) -> None:
-        self._know(trial_id, row)
-        self._session_start(trial_id)
-        self._commit(trial_id)
+        with self._writing(trial_id):
+            self._know(trial_id, row)
+            self._session_start(trial_id)
 
     def reported(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        self._session_start(trial_id)
-        self._write_rows(trial_id, rows)
-        self._commit(trial_id)
+        with self._writing(trial_id):
+            self._session_start(trial_id)
+            self._write_rows(trial_id, rows)
 
     def ended(self, trial_id: str, row: Mapping[str, Any]) -> None:
-        self._know(trial_id, row)
-        self._session_start(trial_id)
-        self._end(trial_id, row)
-        self._commit(trial_id)
+        with self._writing(trial_id):
+            self._know(trial_id, row)
+            self._session_start(trial_id)
+            self._end(trial_id, row)
 
     def closed(self, status: str, facts: SweepFacts, best: Mapping[str, Any] | None,
                front: Sequence[Mapping[str, Any]]) -> None:
@@ -145,6 +146,27 @@ class TensorBoardTracker(Tracker):
                                  "write the trial again") from None
             self._state[trial_id] = state
         return self._state[trial_id]
+
+    @contextmanager
+    def _writing(self, trial_id: str) -> Iterator[None]:
+        """Commits what the block wrote. When it or the commit fails (a full disk kills
+        the writer's thread), the trial's writer is let go and its state read back from
+        its file, so the call made again writes into a new event file, counted from what
+        was last committed (rows flushed before the failure may then be written twice)."""
+        try:
+            yield
+            self._commit(trial_id)
+        except BaseException:
+            writer = self._writers.pop(trial_id, None)
+            if writer is not None:
+                try:
+                    writer.close()
+                except Exception:  # noqa: BLE001 - it is broken already
+                    pass
+            self._state.pop(trial_id, None)
+            self._dirty.discard(trial_id)
+            self._ending.discard(trial_id)
+            raise
 
     def _commit(self, trial_id: str) -> None:
         """Flushes the trial's events, then says so in its state file (replaced whole);

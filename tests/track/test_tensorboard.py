@@ -319,3 +319,28 @@ def test_params_read_back_from_a_table_are_hparams_of_their_type(tmp_path):
     assert start.hparams["layers"].number_value == 2
     assert start.hparams["lr"].number_value == pytest.approx(0.01)
     assert start.hparams["wide"].number_value == 1  # torch's hparams() writes bools as numbers
+
+
+# the writer's thread dies of the missing file: that is the case under test
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_dead_event_writer_is_replaced_when_the_call_is_made_again(tmp_path):
+    """The trial's folder vanishes under its open writer (as a full disk kills the
+    writer's thread): the report fails with an OSError, which the pump makes again; the
+    second call writes the report into a new event file, and later reports follow it."""
+    import shutil
+
+    rows = history("t1")
+    tracker = TensorBoardTracker(tmp_path)
+    tracker.sync(FACTS, [], [])
+    tracker.started("t1", trial_row("t1"))
+    tracker.reported("t1", rows[:2])
+    shutil.rmtree(tmp_path / "t1")
+    with pytest.raises(OSError) as caught:
+        tracker.reported("t1", rows[2:4])
+    assert tracker.transient(caught.value)
+    tracker.reported("t1", rows[2:4])  # the pump's second try
+    tracker.reported("t1", rows[4:6])
+    tracker.release()
+
+    assert [s for s, _ in scalars(tmp_path, "t1", "val_loss")] == [2, 3]
+    assert [s for s, _ in scalars(tmp_path, "t1", "train_loss")] == [2, 3]

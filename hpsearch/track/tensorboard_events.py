@@ -23,6 +23,7 @@ repeat, and a second export into the same folder adds nothing. Nothing is ever d
 from __future__ import annotations
 
 import json
+import math
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -202,7 +203,8 @@ class TensorBoardTracker(Tracker):
         start = self._started_at.get(trial_id)
         for row in rows:
             total = row.get("time_total_s")
-            at = start + total if start and isinstance(total, (int, float)) else None
+            timed = isinstance(total, (int, float)) and math.isfinite(total)
+            at = start + total if start and timed else None  # None: now
             step = step_of(row)
             for tag, value in numeric_metrics(row).items():
                 writer.add_scalar(tag, value, step, walltime=at)

@@ -5,6 +5,7 @@ elsewhere)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -81,11 +82,18 @@ def hparams_content(logdir: Path, trial_id: str) -> dict[str, bytes]:
 
 
 def test_scalars_per_trial_at_their_steps(tmp_path):
+    rows = both_histories()
+    assert (rows[0]["trial_id"], rows[0]["evaluated"]) == ("t1", False)
+    rows[0]["time_total_s"] = float("nan")
     tracker = TensorBoardTracker(tmp_path)
-    tracker.sync(FACTS, [trial_row("t1"), trial_row("t2")], both_histories())
+    tracker.sync(FACTS, [trial_row("t1"), trial_row("t2")], rows)
     tracker.release()
 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t1", "t2"]
+    # placed in time by the trial's start and its time_total_s (now, when it has none)
+    assert [e.wall_time for e in accumulator(tmp_path, "t2").Scalars("val_loss")] == [
+        pytest.approx(1.7e9 + s, rel=0, abs=0.01) for s in range(1, STEPS + 1)]
+    assert math.isfinite(accumulator(tmp_path, "t1").Scalars("train_loss")[0].wall_time)
     for trial_id, scale in (("t1", 1.0), ("t2", 2.0)):
         assert scalars(tmp_path, trial_id, "val_loss") == [
             (s, pytest.approx(scale / s)) for s in range(1, STEPS + 1)]

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from hpsearch.errors import is_disk_full
 from hpsearch.store import status as st
 
 __all__ = ["SweepFacts", "Tracker", "TrackError", "numeric_metrics"]
@@ -31,6 +32,8 @@ class SweepFacts:
 
     Attributes:
         name: The sweep's name.
+        sweep_id: What tells this sweep from another of the same name (one made again with
+            ``--overwrite``, or in another storage): its name and when it was made.
         path: Its directory, as text.
         params: The searched parameters' names.
         fixed: The fixed values every trial gets.
@@ -42,8 +45,13 @@ class SweepFacts:
     name: str
     path: str
     params: tuple[str, ...]
-    fixed: Mapping[str, Any]
     objectives: tuple[tuple[str, str], ...]
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    sweep_id: str = ""
+
+    @property
+    def identity(self) -> str:
+        return self.sweep_id or self.name
     files: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -92,8 +100,8 @@ class Tracker:
 
     def transient(self, error: BaseException) -> bool:
         """Whether ``error`` may pass if the call is made again later (the tracker is down
-        or slow), rather than being a refusal of what was sent."""
-        return isinstance(error, (OSError, TimeoutError))
+        or slow, the disk is full), rather than being a refusal of what was sent."""
+        return isinstance(error, (ConnectionError, TimeoutError)) or is_disk_full(error)
 
     def release(self) -> None:
         """Let go of files and connections (after the last call)."""

@@ -1,8 +1,9 @@
 """MLflow: one run per trial, nested under one run per sweep (``docs/tracking.md``).
 
 Runs are found again by their tags, never by anything kept beside the sweep: the sweep's
-run has ``hpsearch.sweep`` and ``hpsearch.kind: sweep``; a trial's run has
-``hpsearch.sweep``, ``hpsearch.trial_id``, ``hpsearch.optuna_trial`` and
+run has ``hpsearch.sweep`` (its name), ``hpsearch.sweep_id`` (its name and when it was
+made: a sweep made again under the same name gets runs of its own) and ``hpsearch.kind:
+sweep``; a trial's run has both, ``hpsearch.trial_id``, ``hpsearch.optuna_trial`` and
 ``mlflow.parentRunId``, and ``hpsearch.rows_sent`` counts the trial's history rows it
 holds, updated in the same request as the metrics. So a resume continues each trial's run
 where it stopped, and an export into an experiment that already has the sweep adds
@@ -18,6 +19,7 @@ end sets its run's state: ``completed`` FINISHED; ``stopped_by_asha``, ``stopped
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Mapping, Sequence
 
@@ -29,6 +31,7 @@ from hpsearch.track.base import (FAILED, FINISHED, KILLED, SweepFacts, Tracker, 
 __all__ = ["MlflowTracker", "resolve_tracking_uri"]
 
 SWEEP, TRIAL_ID, KIND, SENT = "hpsearch.sweep", "hpsearch.trial_id", "hpsearch.kind", "hpsearch.rows_sent"
+SWEEP_ID = "hpsearch.sweep_id"
 STATUS, ERROR, OPTUNA = "hpsearch.status", "hpsearch.error", "hpsearch.optuna_trial"
 PARENT = "mlflow.parentRunId"
 #: MLflow's limits on one ``log_batch`` (metrics, and all entries together).
@@ -93,7 +96,8 @@ class MlflowTracker(Tracker):
         if self._sweep_run is None:
             self._sweep_run = client.create_run(
                 self._experiment_id, run_name=facts.name,
-                tags={SWEEP: facts.name, KIND: "sweep", "hpsearch.path": facts.path}).info.run_id
+                tags={SWEEP: facts.name, SWEEP_ID: facts.identity, KIND: "sweep",
+                      "hpsearch.path": facts.path}).info.run_id
             if facts.fixed:  # what every trial gets; each trial's run has its searched ones
                 _log(client, self._sweep_run,
                      params={k: _param(v) for k, v in facts.fixed.items()})
@@ -180,7 +184,8 @@ class MlflowTracker(Tracker):
         token = None
         while True:
             page = self._client.search_runs(
-                [self._experiment_id], filter_string=f"tags.`{SWEEP}` = '{_quoted(facts.name)}'",
+                [self._experiment_id],
+                filter_string=f"tags.`{SWEEP_ID}` = '{_quoted(facts.identity)}'",
                 max_results=1000, page_token=token)
             for run in page:
                 tags = run.data.tags
@@ -202,7 +207,7 @@ class MlflowTracker(Tracker):
         facts = self._facts
         client = self._connect()
         tags = {TRIAL_ID: trial_id, SWEEP: facts.name if facts else "",
-                PARENT: self._sweep_run or ""}
+                SWEEP_ID: facts.identity if facts else "", PARENT: self._sweep_run or ""}
         if row is not None and row.get("optuna_trial") is not None:
             tags[OPTUNA] = str(int(row["optuna_trial"]))
         started = epoch_seconds((row or {}).get("started_at"))
@@ -230,7 +235,8 @@ class MlflowTracker(Tracker):
             total = row.get("time_total_s")
             at = (start + total if start and isinstance(total, (int, float)) else now)
             step = step_of(row)
-            metrics += [(k, v, step, int(at * 1000)) for k, v in numeric_metrics(row).items()]
+            metrics += [(_key(k), v, step, int(at * 1000))
+                        for k, v in numeric_metrics(row).items()]
         sent = self._sent.get(trial_id, 0) + len(rows)
         for i in range(0, max(len(metrics), 1), _BATCH_METRICS):
             last = i + _BATCH_METRICS >= len(metrics)
@@ -265,6 +271,12 @@ def _log(client: Any, run_id: str, *, metrics: Sequence[tuple] = (),
         metrics=[Metric(m[0], m[1], m[3] if len(m) > 3 else now, m[2]) for m in metrics],
         params=[Param(k, v) for k, v in (params or {}).items()],
         tags=[RunTag(k, v) for k, v in (tags or {}).items()])
+
+
+def _key(name: str) -> str:
+    """A metric name MLflow takes: letters, digits and ``_-. :/`` (others become ``_``);
+    a name it refuses would make it refuse the whole report."""
+    return re.sub(r"[^\w\-. :/]", "_", name)[:250] or "_"
 
 
 def _param(value: Any) -> str:

@@ -45,7 +45,13 @@ def facts_of(record: Any) -> SweepFacts:
         name=sweep.name if sweep is not None else spec.name,
         path=str(sweep.path) if sweep is not None else "",
         params=tuple(p.name for p in spec.params), fixed=dict(spec.fixed),
+        sweep_id=_sweep_id(spec.name if sweep is None else sweep.name, record.manifest),
         objectives=tuple((o.metric, o.mode) for o in spec.objectives), files=files)
+
+
+def _sweep_id(name: str, manifest: Mapping[str, Any] | None) -> str:
+    made = (manifest or {}).get("started_at")
+    return f"{name}@{made}" if made else name
 
 
 class _Pump:

@@ -112,6 +112,12 @@ class TensorBoardTracker(Tracker):
                front: Sequence[Mapping[str, Any]]) -> None:
         self.release()
 
+    def transient(self, error: BaseException) -> bool:
+        """Any failure to write the files (a full disk, a folder taken away under an open
+        writer): the writer is replaced, and the call made again passes once the disk
+        takes it."""
+        return isinstance(error, OSError)
+
     def release(self) -> None:
         for trial_id in list(self._dirty):
             try:

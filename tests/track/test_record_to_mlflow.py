@@ -41,7 +41,10 @@ def wait_for(predicate, timeout: float = 60.0):
 def curve(uri: str, experiment: str, trial_id: str) -> list[int]:
     from mlflow.tracking import MlflowClient
 
-    (run,) = trial_runs(uri, experiment)[trial_id]
+    runs = trial_runs(uri, experiment).get(trial_id)
+    if not runs:
+        return []
+    (run,) = runs
     return sorted(m.step for m in MlflowClient(uri).get_metric_history(run.info.run_id,
                                                                         "val_loss"))
 

@@ -35,15 +35,16 @@ SPACE = """\
     trials: {{num: {trials}, max_concurrent: 2}}
     resources: {{workers: 1}}
     track:
-      mlflow: {{tracking_uri: '{uri}'}}
+      mlflow: {{tracking_uri: '{uri}', experiment: {experiment}}}
       tensorboard: true
 """
 
 
-def start(tmp_path: Path, uri: str, *, trials: int, command: str = "run",
+def start(tmp_path: Path, uri: str, *, trials: int, experiment: str, command: str = "run",
           args: tuple = ()) -> subprocess.Popen:
     space = tmp_path / "tracked.yaml"
-    space.write_text(textwrap.dedent(SPACE.format(uri=uri, trials=trials)))
+    space.write_text(textwrap.dedent(SPACE.format(uri=uri, trials=trials,
+                                                  experiment=experiment)))
     target = str(space) if command == "run" else "tracked"
     return subprocess.Popen(
         [sys.executable, "-m", "hpsearch", command, target, *args], cwd=tmp_path,
@@ -70,12 +71,19 @@ def ended_in_tables(sweep: Path) -> int:
         return 0
 
 
-def curve_while_running(uri: str) -> bool:
+def reports_in_tables(sweep: Path) -> int:
+    try:
+        return len(hpsearch.read_history(sweep))
+    except Exception:  # noqa: BLE001 - not written yet
+        return 0
+
+
+def curve_while_running(uri: str, experiment: str) -> bool:
     """A trial's run is RUNNING and already has points of its curve: written live."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    for runs in trial_runs(uri, "tracked").values():
+    for runs in trial_runs(uri, experiment).values():
         for run in runs:
             if run.info.status == "RUNNING" and client.get_metric_history(run.info.run_id,
                                                                           "val_loss"):
@@ -86,12 +94,12 @@ def curve_while_running(uri: str) -> bool:
 def test_a_tracked_sweep_is_live_outlasts_the_server_going_away_and_exports(
         tmp_path, session_ray, mlflow_server):
     sweep = tmp_path / "runs" / "tracked"
-    run = start(tmp_path, mlflow_server.uri, trials=5)
+    run = start(tmp_path, mlflow_server.uri, trials=5, experiment="live")
     try:
-        wait_until(lambda: curve_while_running(mlflow_server.uri), process=run)
+        wait_until(lambda: curve_while_running(mlflow_server.uri, "live"), process=run)
         mlflow_server.stop()  # mid-sweep: reports go on arriving while it is away
-        down_at = ended_in_tables(sweep)
-        wait_until(lambda: ended_in_tables(sweep) > down_at, process=run)
+        down_at = reports_in_tables(sweep)
+        wait_until(lambda: reports_in_tables(sweep) > down_at or run.poll() is not None)
         mlflow_server.start()
         assert run.wait(timeout=600) == 0, (tmp_path / "run.out").read_text()
     finally:
@@ -106,13 +114,13 @@ def test_a_tracked_sweep_is_live_outlasts_the_server_going_away_and_exports(
     export = subprocess.run([sys.executable, "-m", "hpsearch", "export", "tracked"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert export.returncode == 0, export.stdout + export.stderr
-    assert_mlflow_matches_tables(mlflow_server.uri, "tracked", sweep, "val_loss")
+    assert_mlflow_matches_tables(mlflow_server.uri, "live", sweep, "val_loss")
     history = hpsearch.read_history(sweep)
     assert (~history.evaluated).any()  # log_every rows: training loss between reports
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(mlflow_server.uri)
-    (sweep_run,) = [r for r in runs_of(mlflow_server.uri, "tracked")
+    (sweep_run,) = [r for r in runs_of(mlflow_server.uri, "live")
                     if r.data.tags.get("hpsearch.kind") == "sweep"]
     assert sweep_run.info.status == "FINISHED"
     assert sweep_run.data.tags["hpsearch.status"] == "finished"
@@ -146,17 +154,18 @@ def test_a_killed_tracked_sweep_resumes_into_the_same_runs(tmp_path, session_ray
     """SIGKILL of the driver while a trial's run has part of its curve, then `hpsearch
     resume`: every trial still has exactly one run, whose curve has each step once."""
     sweep = tmp_path / "runs" / "tracked"
-    run = start(tmp_path, mlflow_server.uri, trials=4)
+    run = start(tmp_path, mlflow_server.uri, trials=4, experiment="killed")
     try:
-        wait_until(lambda: curve_while_running(mlflow_server.uri) and ended_in_tables(sweep),
-                   process=run)
+        wait_until(lambda: curve_while_running(mlflow_server.uri, "killed")
+                   and ended_in_tables(sweep), process=run)
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
     finally:
         run.kill()
-    left_running = [tid for tid, runs in trial_runs(mlflow_server.uri, "tracked").items()
+    left_running = [tid for tid, runs in trial_runs(mlflow_server.uri, "killed").items()
                     if runs[0].info.status == "RUNNING"]
     assert left_running  # the kill left runs RUNNING, as a killed driver does
-    resume = start(tmp_path, mlflow_server.uri, trials=4, command="resume")
+    resume = start(tmp_path, mlflow_server.uri, trials=4, experiment="killed",
+                   command="resume")
     assert resume.wait(timeout=600) == 0, (tmp_path / "resume.out").read_text()
-    assert_mlflow_matches_tables(mlflow_server.uri, "tracked", sweep, "val_loss")
+    assert_mlflow_matches_tables(mlflow_server.uri, "killed", sweep, "val_loss")

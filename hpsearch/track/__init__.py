@@ -44,8 +44,9 @@ def make_trackers(track: Track, *, sweep_name: str,
     return trackers
 
 
-def check_trackers(trackers: list[Tracker]) -> None:
-    """Reach each tracker once.
+def check_trackers(trackers: list[Tracker], *,
+                   fix: str = "fix track: in the space (or remove it)") -> None:
+    """Reach each tracker once; ``fix`` says what to do about one that cannot be.
 
     Raises:
         TrackingError: One cannot be reached; the line says which and why.
@@ -54,5 +55,4 @@ def check_trackers(trackers: list[Tracker]) -> None:
         try:
             tracker.check()
         except TrackError as exc:
-            raise TrackingError(f"{exc}. Start it or fix track: in the space (or remove "
-                                "it), then run again.") from None
+            raise TrackingError(f"{exc}. Start it or {fix}, then run again.") from None

@@ -60,7 +60,7 @@ def export_sweep(name: str, *, storage: str | None = None, mlflow: str | bool | 
     track = _chosen(spec.track, mlflow=mlflow, experiment=experiment, tensorboard=tensorboard)
     trackers = make_trackers(track, sweep_name=sweep.name,
                              tensorboard=Path(tensorboard) if tensorboard else sweep.tensorboard)
-    check_trackers(trackers)
+    check_trackers(trackers, fix="name another (--mlflow URI, --tensorboard DIR)")
     rows = TrialRecords(spec)
     rows.load(*_table_rows(sweep))
     record = _Tables(spec, sweep, manifest, rows)

@@ -215,6 +215,7 @@ class TensorBoardTracker(Tracker):
             for tag, value in numeric_metrics(row).items():
                 writer.add_scalar(tag, value, step, walltime=at)
         self._state_of(trial_id)["rows"] += len(rows)
+        self.rows_sent += len(rows)
         self._dirty.add(trial_id)
 
     def _session_start(self, trial_id: str) -> None:

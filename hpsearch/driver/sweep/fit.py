@@ -92,10 +92,10 @@ class SweepRun:
         self.progress = ProgressCallback(records, spec, stream=stream)
         self.disk = DiskWatch(sweep, say=self.progress.log)
         record.watch(self.disk)
-        if trackers:
-            record.observe(_tracking(trackers, sweep, spec, stream, say=self.progress.log))
         record.open_study(directions=directions(spec.objectives),
                           sampler=make_sampler(_reseeded(spec, len(record.recorded))))
+        if trackers:  # after the study opened: the reports a resume recovered are in
+            record.observe(_tracking(trackers, sweep, spec, stream, say=self.progress.log))
         self.admission = Admission(
             planned=spec.trials.num, slots=plan.slots, deadline_at=deadline_at,
             first_milestone_s=functools.partial(MilestoneTimes(spec).median, records),

@@ -97,7 +97,7 @@ class MlflowTracker(Tracker):
             self._sweep_run = client.create_run(
                 self._experiment_id, run_name=facts.name,
                 tags={SWEEP: facts.name, SWEEP_ID: facts.identity, KIND: "sweep",
-                      "hpsearch.path": facts.path}).info.run_id
+                      "hpsearch.path": facts.path, **_source()}).info.run_id
             if facts.fixed:  # what every trial gets; each trial's run has its searched ones
                 _log(client, self._sweep_run,
                      params={k: _param(v) for k, v in facts.fixed.items()})
@@ -134,11 +134,10 @@ class MlflowTracker(Tracker):
         run = self._sweep_run
         tags = {STATUS: status}
         metrics: dict[str, float] = {}
-        if best is not None:
+        if best is not None:  # the objective's column of the runs table shows the best
             tags["hpsearch.best_trial"] = str(best.get("trial_id"))
-            for key in ("best_value", "final_value"):
-                if isinstance(best.get(key), (int, float)):
-                    metrics[f"best_trial.{key}"] = float(best[key])
+            if isinstance(best.get("best_value"), (int, float)):
+                metrics[_key(facts.metric)] = float(best["best_value"])
         if front:
             tags["hpsearch.front"] = ",".join(str(r.get("trial_id")) for r in front)[:5000]
         _log(client, run, metrics=[(k, v, 0) for k, v in metrics.items()], tags=tags)
@@ -207,7 +206,8 @@ class MlflowTracker(Tracker):
         facts = self._facts
         client = self._connect()
         tags = {TRIAL_ID: trial_id, SWEEP: facts.name if facts else "",
-                SWEEP_ID: facts.identity if facts else "", PARENT: self._sweep_run or ""}
+                SWEEP_ID: facts.identity if facts else "", PARENT: self._sweep_run or "",
+                **_source()}
         if row is not None and row.get("optuna_trial") is not None:
             tags[OPTUNA] = str(int(row["optuna_trial"]))
         started = epoch_seconds((row or {}).get("started_at"))
@@ -271,6 +271,17 @@ def _log(client: Any, run_id: str, *, metrics: Sequence[tuple] = (),
         metrics=[Metric(m[0], m[1], m[3] if len(m) > 3 else now, m[2]) for m in metrics],
         params=[Param(k, v) for k, v in (params or {}).items()],
         tags=[RunTag(k, v) for k, v in (tags or {}).items()])
+
+
+def _source() -> dict[str, str]:
+    """The runs table's "Created by" and "Source": who ran the sweep, and hpsearch."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return {"mlflow.user": user, "mlflow.source.name": "hpsearch", "mlflow.source.type": "JOB"}
 
 
 def _key(name: str) -> str:

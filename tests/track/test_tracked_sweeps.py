@@ -127,6 +127,8 @@ def test_a_tracked_sweep_is_live_outlasts_the_server_going_away_and_exports(
     assert sweep_run.data.params["batch_size"] == "4"
     best = trials.sort_values("best_value").trial_id.iloc[0]
     assert sweep_run.data.tags["hpsearch.best_trial"] == best
+    assert sweep_run.data.metrics["val_loss"] == trials.best_value.min()
+    assert sweep_run.data.tags["mlflow.source.name"] == "hpsearch"
     names = {f.path for f in client.list_artifacts(sweep_run.info.run_id)}
     assert {"space.yaml", "manifest.json"} <= names
 

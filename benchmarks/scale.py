@@ -29,9 +29,11 @@ Three questions, each answered side by side in one run:
   the trial runs and ``val_loss`` points read back from the server afterwards (the tracker's
   thread goes on sending until the driver exits, so those run high). Driver CPU is the
   driver process's own, every thread (``time.process_time``); the server's CPU is given
-  apart. Measured (500 trials, 2 reps, load ~3): **tracked/untracked wall 2.89x, driver
-  CPU 2.06x**; the drain hit its 15 s bound in every rep, with ~80% of the history rows in
-  MLflow (``benchmarks/README.md``, "track").
+  apart. Measured (2 reps, load 2-4, the server on the same 2 cores): **tracked/untracked
+  wall 2.89x at 500 trials, 1.98x at 2,000; driver CPU 2.06x, 1.72x**; the drain hit its
+  15 s bound in every rep, with ~80% (500) and 49% (2,000) of the history rows in MLflow
+  by then; TensorBoard alone (side ``hpsearch-tensorboard``, run by hand) 1.13x wall
+  (``benchmarks/README.md``, "track").
 * ``read``: a 10,000-trial x 30-report history, made through ``TrialRecords`` and the real
   history writer (one append per trial end, as a sweep writes it), read back with
   ``hpsearch.read_history`` and ``pd.read_parquet(dir)``. **Goal: < 1 s.** Peak RSS of

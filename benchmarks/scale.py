@@ -18,6 +18,22 @@ Three questions, each answered side by side in one run:
   machine the wall varies with other people's load, and the CPU says what each driver
   itself asked of the machine. Sides alternate with ``--reps``, after ``--warmup``
   untimed trials per side.
+* ``track``: the same N trivial trials through hpsearch without trackers and with both
+  (``track: {mlflow: ..., tensorboard: true}``, side ``hpsearch-tracked``), sides
+  alternating as for ``sweep``. One real MLflow server (``tests/track/mlflow_server.py``:
+  SQLite, one worker, on this machine) serves the whole run, a fresh experiment per tracked
+  side (``rep1``, ``rep2``...). The wall is ``SweepRun.fit`` as for ``sweep``, which
+  includes the record's close, where the trackers get up to 15 s to drain their queues; the
+  drain is also timed apart, and the table says whether it hit that bound (the run's line
+  "did not take every update"), how many history rows MLflow had been sent by then, and
+  the trial runs and ``val_loss`` points read back from the server afterwards (the tracker's
+  thread goes on sending until the driver exits, so those run high). Driver CPU is the
+  driver process's own, every thread (``time.process_time``); the server's CPU is given
+  apart. Measured (2 reps, load 2-4, the server on the same 2 cores): **tracked/untracked
+  wall 2.89x at 500 trials, 1.98x at 2,000; driver CPU 2.06x, 1.72x**; the drain hit its
+  15 s bound in every rep, with ~80% (500) and 49% (2,000) of the history rows in MLflow
+  by then; TensorBoard alone (side ``hpsearch-tensorboard``, run by hand) 1.13x wall
+  (``benchmarks/README.md``, "track").
 * ``read``: a 10,000-trial x 30-report history, made through ``TrialRecords`` and the real
   history writer (one append per trial end, as a sweep writes it), read back with
   ``hpsearch.read_history`` and ``pd.read_parquet(dir)``. **Goal: < 1 s.** Peak RSS of
@@ -27,6 +43,7 @@ Three questions, each answered side by side in one run:
   replaced (every write rewrote both tables), on the same records.
 
     .venv/bin/python benchmarks/scale.py sweep --trials 2000 --reps 1   # starts Ray
+    .venv/bin/python benchmarks/scale.py track --trials 500 --reps 2    # Ray and MLflow
     .venv/bin/python benchmarks/scale.py read
     .venv/bin/python benchmarks/scale.py writes
 
@@ -64,7 +81,8 @@ FIXED = {"batch_size": 8, "checkpoint_every": 0}
 SPACE = {"lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}}
 
 
-def spec_for(trials: int):
+def spec_for(trials: int, track: dict | None = None):
+    """The benchmark's space; ``track`` is its ``track:`` section (none: no tracker)."""
     from hpsearch.space import parse_space
 
     return parse_space({
@@ -77,6 +95,7 @@ def spec_for(trials: int):
                       "grace_period": GRACE, "reduction_factor": RF},
         "trials": {"num": trials, "max_concurrent": 2},
         "resources": {"workers": 1, "cpus_per_worker": 1},
+        **({"track": track} if track else {}),
     })
 
 
@@ -139,7 +158,8 @@ def tree_cpu_s() -> float:
     return sum(times.get(pid, 0.0) for pid in mine)
 
 
-def _side_hpsearch(trials: int, root: str, profile: str | None) -> dict:
+def _side_hpsearch(trials: int, root: str, profile: str | None,
+                   track: dict | None = None) -> dict:
     from hpsearch.driver.sweep.fit import SweepRun
     from hpsearch.driver.sweep.run import run_sweep
     from hpsearch.store.tables import read_history, read_trials
@@ -148,28 +168,93 @@ def _side_hpsearch(trials: int, root: str, profile: str | None) -> dict:
     real_fit = SweepRun.fit
 
     def fit(self):
-        t, cpu = time.perf_counter(), tree_cpu_s()
+        t, cpu, own = time.perf_counter(), tree_cpu_s(), time.process_time()
         try:
             return real_fit(self)
         finally:
             timed["wall"] = time.perf_counter() - t
             timed["cpu"] = tree_cpu_s() - cpu  # before run_sweep stops Ray
+            timed["driver_cpu"] = time.process_time() - own  # every thread of the driver
 
     SweepRun.fit = fit
+    if track:  # the trackers' close (their drain) is inside fit: timed apart as well
+        from hpsearch.track import Tracking
+
+        real_closed = Tracking.closed
+
+        def closed(self, status, record):
+            t = time.perf_counter()
+            try:
+                return real_closed(self, status, record)
+            finally:
+                timed["drain"] = time.perf_counter() - t
+                timed["unsent"] = {p.tracker.where: p.put_count - p.done_count
+                                   for p in self.pumps}
+                # MLflow's rows sent by the end of the drain (its thread, a daemon, goes
+                # on sending until the process exits, so what is read back later is more).
+                timed["rows_sent"] = sum(getattr(p.tracker, "rows_sent", 0)
+                                         for p in self.pumps if "MLflow" in p.tracker.where)
+
+        Tracking.closed = closed
     profiler = None
     if profile:
         import cProfile
 
         profiler = cProfile.Profile()
         profiler.enable()
-    result = run_sweep(spec_for(trials), storage=root, stream=io.StringIO())
+    stream = io.StringIO()
+    result = run_sweep(spec_for(trials, track), storage=root, stream=stream)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)
     table = read_trials(result.sweep_dir)
     history = read_history(result.sweep_dir)
-    return {"wall": timed["wall"], "cpu": timed["cpu"], "trials": len(table),
-            "reports": len(history), "status": dict(table.status.value_counts())}
+    out = {"wall": timed["wall"], "cpu": timed["cpu"], "driver_cpu": timed["driver_cpu"],
+           "trials": len(table),
+           "reports": len(history), "status": dict(table.status.value_counts())}
+    if track:
+        log = stream.getvalue()
+        out["drain_s"] = timed.get("drain")
+        out["unsent_events"] = timed.get("unsent")
+        out["mlflow_rows_sent_by_close"] = timed.get("rows_sent")
+        out["drain_bound_hit"] = "did not take every update" in log
+        out["tracker_lines"] = [ln.strip() for ln in log.splitlines()
+                                if "MLflow" in ln or "TensorBoard" in ln
+                                or "did not take" in ln][:6]
+        if track.get("mlflow"):
+            out.update(_mlflow_counts(track["mlflow"]["tracking_uri"],
+                                      track["mlflow"]["experiment"], history))
+        tb = Path(result.sweep_dir) / "tensorboard"
+        out["tensorboard_trial_dirs"] = (sum(1 for d in tb.iterdir() if d.is_dir())
+                                         if tb.is_dir() else 0)
+    return out
+
+
+def _mlflow_counts(uri: str, experiment: str, history) -> dict:
+    """What reached MLflow, read back with its client after the run: trial runs, the
+    history rows they say they hold (``hpsearch.rows_sent``) and the objective's points,
+    against the history's rows."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    runs, token = [], None
+    while found is not None:
+        page = client.search_runs([found.experiment_id], max_results=1000, page_token=token)
+        runs += list(page)
+        token = page.token
+        if not token:
+            break
+    trial_runs = [r for r in runs if "hpsearch.trial_id" in r.data.tags]
+    points = sum(len(client.get_metric_history(r.info.run_id, "val_loss"))
+                 for r in trial_runs)
+    return {"mlflow_trial_runs": len(trial_runs),
+            "mlflow_sweep_runs": sum(r.data.tags.get("hpsearch.kind") == "sweep" for r in runs),
+            "mlflow_runs_ended": sum(r.info.status != "RUNNING" for r in trial_runs),
+            "mlflow_rows_sent": sum(int(r.data.tags.get("hpsearch.rows_sent", 0))
+                                    for r in trial_runs),
+            "mlflow_val_loss_points": points,
+            "history_val_loss_rows": int(history["val_loss"].notna().sum())}
 
 
 def _side_bare(trials: int, root: str, *, same_files: bool = False) -> dict:
@@ -220,6 +305,12 @@ def side_main(args) -> None:
     with tempfile.TemporaryDirectory(prefix="hpsearch-scale-") as root:
         if args.side == "hpsearch":
             out = _side_hpsearch(args.trials, root, args.profile)
+        elif args.side == "hpsearch-tracked":
+            track = {"mlflow": {"tracking_uri": args.mlflow_uri,
+                                "experiment": args.experiment}, "tensorboard": True}
+            out = _side_hpsearch(args.trials, root, args.profile, track)
+        elif args.side == "hpsearch-tensorboard":  # run alone, to split the trackers' cost
+            out = _side_hpsearch(args.trials, root, args.profile, {"tensorboard": True})
         elif args.profile:
             import cProfile
 
@@ -233,12 +324,15 @@ def side_main(args) -> None:
 
 
 def run_side(side: str, trials: int, profile: str | None = None, *,
-             same_files: bool = False) -> dict:
+             same_files: bool = False, mlflow_uri: str | None = None,
+             experiment: str | None = None) -> dict:
     cmd = [sys.executable, __file__, "_side", side, "--trials", str(trials)]
     if profile:
         cmd += ["--profile", profile]
     if same_files:
         cmd += ["--same-files"]
+    if mlflow_uri:
+        cmd += ["--mlflow-uri", mlflow_uri, "--experiment", experiment]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
@@ -306,6 +400,106 @@ def sweep_main(args) -> None:
             pstats.Stats(f"{args.profile}.{side}").sort_stats("cumulative").print_stats(
                 "hpsearch/|tune/search|optuna/(samplers|storages)|tune/logger|"
                 "tune_controller.py.*(step|checkpoint)", 40)
+
+
+# --- tracking: hpsearch without and with both trackers ---------------------------------------
+
+TRACK_SIDES = ("hpsearch", "hpsearch-tracked")
+
+
+def _mlflow_server(root: Path):
+    """The tests' real MLflow server (``tests/track/mlflow_server.py``), loaded by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_mlflow_server", ROOT / "tests" / "track" / "mlflow_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.MlflowServer(root)
+
+
+def _processes_cpu_s(pids) -> float:
+    """CPU seconds used so far by ``pids`` (and the children each of them reaped)."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15]) / tick
+    return total
+
+
+def track_main(args) -> None:
+    """Both sides as ``sweep`` runs them, against one real MLflow server for the whole run;
+    each tracked side writes to an experiment of its own."""
+    with tempfile.TemporaryDirectory(prefix="hpsearch-scale-mlflow-") as store:
+        server = _mlflow_server(Path(store))
+        server.start()
+        try:
+            _track_sides(args, server)
+        finally:
+            server.stop()
+
+
+def _track_sides(args, server) -> None:
+    def side_run(side: str, trials: int, experiment: str, profile: str | None = None):
+        tracked = side == "hpsearch-tracked"
+        before = _processes_cpu_s(server.processes())
+        got = run_side(side, trials, profile, mlflow_uri=server.uri if tracked else None,
+                       experiment=experiment if tracked else None)
+        # The whole side, the counts read back included: what the server was asked.
+        got["server_cpu"] = _processes_cpu_s(server.processes()) - before
+        return got
+
+    print(f"  MLflow server at {server.uri}", flush=True)
+    if args.warmup:
+        for side in TRACK_SIDES:
+            side_run(side, args.warmup, "warmup")
+        print(f"  warm-up: {args.warmup} trials per side, untimed", flush=True)
+    rows = []
+    for rep in range(args.reps):
+        order = list(TRACK_SIDES) if rep % 2 == 0 else list(reversed(TRACK_SIDES))
+        got = {}
+        for side in order:
+            _settle()
+            t = time.perf_counter()
+            profile = f"{args.profile}.{side}" if args.profile else None
+            got[side] = side_run(side, args.trials, f"rep{rep + 1}", profile)
+            got[side]["process_s"] = time.perf_counter() - t
+            print(f"  rep {rep + 1} {side}: {json.dumps(got[side], default=str)}", flush=True)
+        rows.append(got)
+    print("\n| N trials | side | wall s | ms/trial | driver CPU s | tree CPU s | MLflow "
+          "server CPU s | of the wall: trackers' "
+          "drain s | drain bound (15 s) hit | history rows | MLflow rows sent by the close | "
+          "MLflow trial runs, read back | MLflow val_loss points, read back | TensorBoard "
+          "trial dirs |")
+    print("| --- " * 14 + "|")
+    for got in rows:
+        for side in TRACK_SIDES:
+            g = got[side]
+            tracked = side == "hpsearch-tracked"
+            extra = (f"{g['drain_s']:.1f} | {'yes' if g['drain_bound_hit'] else 'no'} "
+                     f"| {g['reports']} | {g['mlflow_rows_sent_by_close']} "
+                     f"| {g['mlflow_trial_runs']} | {g['mlflow_val_loss_points']} "
+                     f"| {g['tensorboard_trial_dirs']}") if tracked else \
+                f"| | {g['reports']} | | | |"
+            print(f"| {args.trials} | {side} | {g['wall']:.1f} "
+                  f"| {1e3 * g['wall'] / args.trials:.0f} | {g['driver_cpu']:.1f} "
+                  f"| {g['cpu']:.1f} | {g['server_cpu']:.1f} | {extra} |")
+    for what in ("wall", "driver_cpu", "cpu"):
+        ratios = [g["hpsearch-tracked"][what] / g["hpsearch"][what] for g in rows]
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"\ntracked / untracked {what}: {', '.join(f'{r:.3f}' for r in ratios)} "
+              f"(geometric mean {geo:.3f})")
+    if args.profile:
+        import pstats
+
+        for side in TRACK_SIDES:
+            print(f"\nprofile of the {side} driver ({args.profile}.{side}), cumulative:")
+            pstats.Stats(f"{args.profile}.{side}").sort_stats("cumulative").print_stats(
+                "hpsearch/|mlflow/|tensorboard|tune_controller.py.*step", 40)
 
 
 # --- the history of a large sweep ------------------------------------------------------------
@@ -497,6 +691,13 @@ def main() -> None:
     p.add_argument("--same-files", action="store_true",
                    help="bare Tune writes what hpsearch writes: its CSV and JSON files, no "
                         "TensorBoard files (default: Tune's defaults, as a user gets them)")
+    p = sub.add_parser("track", help="hpsearch without vs with both trackers, N trivial "
+                                     "trials (starts Ray and an MLflow server)")
+    p.add_argument("--trials", type=int, default=500)
+    p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--profile", help="cProfile each side's driver into FILE.<side>")
+    p.add_argument("--warmup", type=int, default=30,
+                   help="trials per side run untimed first (0: none)")
     p = sub.add_parser("read", help="read a 10,000 x 30 history")
     p.add_argument("--n-trials", type=int, default=10_000)
     p.add_argument("--reports", type=int, default=30)
@@ -506,14 +707,17 @@ def main() -> None:
     p.add_argument("--reports", type=int, default=10)
     p.add_argument("--reps", type=int, default=5)
     p = sub.add_parser("_side")
-    p.add_argument("side", choices=["hpsearch", "bare"])
+    p.add_argument("side", choices=["hpsearch", "bare", "hpsearch-tracked",
+                                            "hpsearch-tensorboard"])
     p.add_argument("--trials", type=int, required=True)
     p.add_argument("--profile")
     p.add_argument("--same-files", action="store_true")
+    p.add_argument("--mlflow-uri")
+    p.add_argument("--experiment")
     p = sub.add_parser("_read")
     p.add_argument("path")
     args = parser.parse_args()
-    {"sweep": sweep_main, "read": read_main, "writes": writes_main,
+    {"sweep": sweep_main, "track": track_main, "read": read_main, "writes": writes_main,
      "_side": side_main,
      "_read": read_child}[args.what](args)
 

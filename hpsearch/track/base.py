@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from hpsearch.errors import is_disk_full
 from hpsearch.store import status as st
 
-__all__ = ["SweepFacts", "Tracker", "TrackError", "numeric_metrics"]
+__all__ = ["Steps", "SweepFacts", "Tracker", "TrackError", "numeric_metrics"]
 
 #: History columns that place a report rather than measure anything.
 PLACING = frozenset({"trial_id", "step", "evaluated"})
@@ -38,6 +38,8 @@ class SweepFacts:
         params: The searched parameters' names.
         fixed: The fixed values every trial gets.
         objectives: ``(metric, mode)`` of each objective, the first one first.
+        time_attr: The scheduler's time attribute (a report without a step is placed by
+            it: :class:`Steps`).
         files: The sweep's own files a tracker keeps beside its runs (the space as run,
             the manifest), by file name.
     """
@@ -48,6 +50,7 @@ class SweepFacts:
     objectives: tuple[tuple[str, str], ...]
     fixed: Mapping[str, Any] = field(default_factory=dict)
     sweep_id: str = ""
+    time_attr: str = "training_iteration"
 
     @property
     def identity(self) -> str:
@@ -98,6 +101,11 @@ class Tracker:
                front: Sequence[Mapping[str, Any]]) -> None:
         raise NotImplementedError
 
+    def flush(self) -> None:
+        """Send what the events before it noted: the pump calls it once it has taken
+        every event queued, so a tracker may gather a backlog into few requests. A
+        tracker that sends as each event comes needs none."""
+
     def transient(self, error: BaseException) -> bool:
         """Whether ``error`` may pass if the call is made again later (the tracker is down
         or slow, the disk is full), rather than being a refusal of what was sent."""
@@ -118,12 +126,39 @@ def numeric_metrics(row: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def step_of(row: Mapping[str, Any]) -> int:
-    """A history row's step (``step``, Tune's iteration when the trial gave none)."""
-    step = row.get("step")
-    if isinstance(step, (int, float)) and not isinstance(step, bool) and math.isfinite(step):
-        return int(step)
-    return 0
+def _finite(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+class Steps:
+    """Where each history row goes on a curve: its ``step``. A report recovered from the
+    study after a killed driver has none (``docs/trial-tables.md``, ``from_study``), only
+    its time attribute: it goes at that value times the steps per unit of it the trial's
+    other rows show (``epoch`` 3 at 22 steps an epoch: step 66), or at the value itself.
+
+    Args:
+        time_attr: The scheduler's time attribute (``epoch``, ``step``...).
+    """
+
+    def __init__(self, time_attr: str):
+        self.time_attr = time_attr
+        self._per: dict[str, float] = {}  # trial id -> steps per unit of the time attr
+
+    def learn(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Take the steps per unit from rows of the trial sent before (a resume's)."""
+        for row in rows:
+            self.of(trial_id, row)
+
+    def of(self, trial_id: str, row: Mapping[str, Any]) -> int:
+        step, t = row.get("step"), row.get(self.time_attr)
+        if _finite(step):
+            if _finite(t) and t > 0:
+                self._per[trial_id] = step / t
+            return int(step)
+        if _finite(t):
+            return int(round(t * self._per.get(trial_id, 1.0)))
+        return 0
 
 
 #: How a trial's status ends its run: a tracker's three end states.

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 from hpsearch.store import status as st
 from hpsearch.store.reports import epoch_seconds
 from hpsearch.track.base import (FAILED, FINISHED, KILLED, SweepFacts, Tracker, TrackError,
-                                 end_state, numeric_metrics, step_of)
+                                 end_state, numeric_metrics, Steps)
 
 __all__ = ["MlflowTracker", "resolve_tracking_uri"]
 
@@ -35,7 +35,7 @@ SWEEP_ID = "hpsearch.sweep_id"
 STATUS, ERROR, OPTUNA = "hpsearch.status", "hpsearch.error", "hpsearch.optuna_trial"
 PARENT = "mlflow.parentRunId"
 #: MLflow's limits on one ``log_batch`` (metrics, and all entries together).
-_BATCH_METRICS = 1000
+_BATCH_METRICS, _BATCH_OTHERS = 1000, 90
 #: How a sweep status ends the sweep's run.
 _SWEEP_END = {st.SWEEP_FINISHED: FINISHED, st.SWEEP_DEADLINE: FINISHED,
               st.SWEEP_NO_TRIAL_COMPLETED: FINISHED, st.SWEEP_ALL_FAILED: FAILED,
@@ -79,6 +79,13 @@ class MlflowTracker(Tracker):
         self._state: dict[str, str] = {}  # trial id -> the run's status
         self._started_at: dict[str, float] = {}
         self._facts: SweepFacts | None = None
+        self._steps = Steps("training_iteration")
+        # due at the next flush, trial by trial in the order they were noted:
+        self._work: dict[str, list[Mapping[str, Any]]] = {}  # trial id -> rows to send
+        self._rows: dict[str, Mapping[str, Any]] = {}  # trial id -> its latest row
+        self._ending: dict[str, Mapping[str, Any]] = {}  # trial id -> its row at its end
+        self._params_due: dict[str, dict[str, str]] = {}  # a new run's parameters
+        self._revive: set[str] = set()  # runs to set RUNNING again
 
     # --- the tracker's side of the record ------------------------------------------------
 
@@ -91,6 +98,7 @@ class MlflowTracker(Tracker):
     def sync(self, facts: SweepFacts, trials: Sequence[Mapping[str, Any]],
              history: Sequence[Mapping[str, Any]]) -> None:
         self._facts = facts
+        self._steps = Steps(facts.time_attr)
         client = self._connect()
         self._find_runs(facts)
         if self._sweep_run is None:
@@ -108,26 +116,54 @@ class MlflowTracker(Tracker):
             by_trial.setdefault(str(row.get("trial_id")), []).append(row)
         for row in trials:
             trial_id = str(row["trial_id"])
-            self._run_of(trial_id, row)
-            self._send(trial_id, by_trial.get(trial_id, [])[self._sent.get(trial_id, 0):])
-            self._end(trial_id, row)
+            self._rows[trial_id] = row
+            rows, sent = by_trial.get(trial_id, []), self._sent.get(trial_id, 0)
+            self._steps.learn(trial_id, rows[:sent])
+            self._work.setdefault(trial_id, []).extend(rows[sent:])
+            if end_state(row.get("status")) is not None:
+                self._ending[trial_id] = row
+        self.flush()
+
+    # Events only note what is due (they never fail); :meth:`flush`, which the pump calls
+    # once it has taken every queued event, sends it: one run's new rows, parameters and
+    # end in one request however many reports queued up while the server was slow.
 
     def started(self, trial_id: str, row: Mapping[str, Any]) -> None:
-        run = self._run_of(trial_id, row)
+        self._rows[trial_id] = row
+        self._work.setdefault(trial_id, [])
         if self._state.get(trial_id, "RUNNING") != "RUNNING":
-            self._connect().update_run(run, status="RUNNING")  # continued after a resume
-            self._state[trial_id] = "RUNNING"
+            self._revive.add(trial_id)  # continued after a resume: RUNNING again
 
     def reported(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        self._run_of(trial_id, None)
-        self._send(trial_id, rows)
+        self._work.setdefault(trial_id, []).extend(rows)
 
     def ended(self, trial_id: str, row: Mapping[str, Any]) -> None:
-        self._run_of(trial_id, row)
-        self._end(trial_id, row)
+        self._rows[trial_id] = row
+        self._ending[trial_id] = row
+        self._work.setdefault(trial_id, [])
+
+    def flush(self) -> None:
+        """Send what the events noted, trial by trial. Each step is kept once it passed,
+        so a flush that failed part-way is made again from where it stopped."""
+        refused = None
+        for trial_id in list(self._work):
+            try:
+                self._flush_trial(trial_id)
+            except Exception as exc:
+                if self.transient(exc):
+                    raise  # the pump makes the flush again, from this trial on
+                refused = refused or exc  # what MLflow refuses for good is let go, so the
+                self._sent[trial_id] = self._sent.get(trial_id, 0) + len(  # rest goes on
+                    self._work[trial_id])
+                for due in (self._ending, self._params_due):
+                    due.pop(trial_id, None)
+            del self._work[trial_id]
+        if refused is not None:
+            raise refused
 
     def closed(self, status: str, facts: SweepFacts, best: Mapping[str, Any] | None,
                front: Sequence[Mapping[str, Any]]) -> None:
+        self.flush()
         client = self._connect()
         if self._sweep_run is None:
             return
@@ -215,62 +251,73 @@ class MlflowTracker(Tracker):
                                 start_time=int(started * 1000) if started else None)
         run_id = run.info.run_id
         names = facts.params if facts else ()
-        params = {k: (row or {}).get(k) for k in names if (row or {}).get(k) is not None}
-        if params:
-            _log(client, run_id, params={k: _param(v) for k, v in params.items()})
+        self._params_due[trial_id] = {k: _param(row[k]) for k in names
+                                      if row and row.get(k) is not None}
         self._runs[trial_id], self._sent[trial_id] = run_id, 0
         self._state[trial_id] = "RUNNING"
         if started:
             self._started_at[trial_id] = started
         return run_id
 
-    def _send(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        if not rows:
-            return
-        client, run = self._connect(), self._runs[trial_id]
+    def _flush_trial(self, trial_id: str) -> None:
+        """The trial's run (created if new), revived if it continues; its new rows, its
+        parameters if new, and its end's tags in one request; then its end state."""
+        client = self._connect()
+        run = self._run_of(trial_id, self._rows.get(trial_id))
+        if trial_id in self._revive:
+            client.update_run(run, status="RUNNING")
+            self._state[trial_id] = "RUNNING"
+            self._revive.discard(trial_id)
+        rows = self._work.get(trial_id, [])
+        ending = self._ending.get(trial_id)
+        params = self._params_due.get(trial_id, {})
+        tags = {SENT: str(self._sent.get(trial_id, 0) + len(rows))} if rows else {}
+        if ending is not None:
+            tags[STATUS] = str(ending.get("status"))
+            if ending.get("error"):
+                tags[ERROR] = str(ending["error"])[:5000]
+        if rows or params or tags:
+            _log(client, run, metrics=self._metrics(trial_id, rows), params=params, tags=tags)
+            self._sent[trial_id] = self._sent.get(trial_id, 0) + len(rows)
+            self.rows_sent += len(rows)
+            self._work[trial_id] = []
+            self._params_due.pop(trial_id, None)
+        state = end_state((ending or {}).get("status"))
+        if state is not None and self._state.get(trial_id) != state:
+            ended = epoch_seconds(ending.get("ended_at"))
+            client.set_terminated(run, status=state,
+                                  end_time=int(ended * 1000) if ended else None)
+            self._state[trial_id] = state
+        self._ending.pop(trial_id, None)
+
+    def _metrics(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> list[tuple]:
         now = time.time()
         start = self._started_at.get(trial_id)
         metrics = []
         for row in rows:
             total = row.get("time_total_s")
             at = (start + total if start and isinstance(total, (int, float)) else now)
-            step = step_of(row)
+            step = self._steps.of(trial_id, row)
             metrics += [(_key(k), v, step, int(at * 1000))
                         for k, v in numeric_metrics(row).items()]
-        sent = self._sent.get(trial_id, 0) + len(rows)
-        for i in range(0, max(len(metrics), 1), _BATCH_METRICS):
-            last = i + _BATCH_METRICS >= len(metrics)
-            _log(client, run, metrics=metrics[i:i + _BATCH_METRICS],
-                 tags={SENT: str(sent)} if last else None)
-        self._sent[trial_id] = sent
-        self.rows_sent += len(rows)
-
-    def _end(self, trial_id: str, row: Mapping[str, Any]) -> None:
-        state = end_state(row.get("status"))
-        if state is None:
-            return
-        client, run = self._connect(), self._runs[trial_id]
-        tags = {STATUS: str(row.get("status"))}
-        if row.get("error"):
-            tags[ERROR] = str(row["error"])[:5000]
-        _log(client, run, tags=tags)
-        if self._state.get(trial_id) != state:
-            ended = epoch_seconds(row.get("ended_at"))
-            client.set_terminated(run, status=state,
-                                  end_time=int(ended * 1000) if ended else None)
-            self._state[trial_id] = state
+        return metrics
 
 
 def _log(client: Any, run_id: str, *, metrics: Sequence[tuple] = (),
          params: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None) -> None:
+    """One ``log_batch``, or several within MLflow's limits (1,000 metrics, 100 parameters
+    and tags, per request); the tags go last, so ``hpsearch.rows_sent`` is never ahead."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
-    client.log_batch(
-        run_id,
-        metrics=[Metric(m[0], m[1], m[3] if len(m) > 3 else now, m[2]) for m in metrics],
-        params=[Param(k, v) for k, v in (params or {}).items()],
-        tags=[RunTag(k, v) for k, v in (tags or {}).items()])
+    metrics = [Metric(m[0], m[1], m[3] if len(m) > 3 else now, m[2]) for m in metrics]
+    params = [Param(k, v) for k, v in (params or {}).items()]
+    tags = [RunTag(k, v) for k, v in (tags or {}).items()]
+    while len(metrics) > _BATCH_METRICS or (params and len(params) + len(tags) > _BATCH_OTHERS):
+        head, metrics = metrics[:_BATCH_METRICS], metrics[_BATCH_METRICS:]
+        some, params = params[:_BATCH_OTHERS], params[_BATCH_OTHERS:]
+        client.log_batch(run_id, metrics=head, params=some, tags=[])
+    client.log_batch(run_id, metrics=metrics, params=params, tags=tags)
 
 
 def _source() -> dict[str, str]:

@@ -45,6 +45,7 @@ def facts_of(record: Any) -> SweepFacts:
         name=sweep.name if sweep is not None else spec.name,
         path=str(sweep.path) if sweep is not None else "",
         params=tuple(p.name for p in spec.params), fixed=dict(spec.fixed),
+        time_attr=spec.scheduler.result_key,
         sweep_id=_sweep_id(spec.name if sweep is None else sweep.name, record.manifest),
         objectives=tuple((o.metric, o.mode) for o in spec.objectives), files=files)
 
@@ -64,7 +65,8 @@ class _Pump:
         self.down_since: float | None = None
         self.refused = 0
         self.put_count = 0  # by the driver's thread
-        self.done_count = 0  # by the pump's: sent or refused
+        self.done_count = 0  # by the pump's: taken (sent, or noted for a flush) or refused
+        self.unflushed = False  # events taken and not yet flushed
         self.closing_by: float | None = None
         self.thread = threading.Thread(target=self._run, name=f"hpsearch-track-{tracker.where}",
                                        daemon=True)
@@ -81,7 +83,7 @@ class _Pump:
         self.queue.put(_STOP)
         self.thread.join(wait_s + 1.0)
         self._release()
-        return self.put_count - self.done_count
+        return self.put_count - self.done_count + (1 if self.unflushed else 0)
 
     def _release(self) -> None:
         if self.thread.is_alive():
@@ -92,14 +94,28 @@ class _Pump:
             pass
 
     def _run(self) -> None:
+        """Take every event queued, then flush: a backlog (a slow server, a burst of
+        trials) goes out in as few requests as the tracker can make of it."""
         while True:
-            item = self.queue.get()
-            if item is _STOP:
+            items = [self.queue.get()]
+            while items[-1] is not _STOP:
+                try:
+                    items.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            for item in items:
+                if item is _STOP:
+                    if self._call("flush", ()):
+                        self.unflushed = False
+                    return
+                name, args = item
+                if not self._call(name, args):
+                    return
+                self.done_count += 1
+                self.unflushed = True
+            if not self._call("flush", ()):
                 return
-            name, args = item
-            if not self._call(name, args):
-                return
-            self.done_count += 1
+            self.unflushed = False
 
     def _call(self, name: str, args: Sequence[Any]) -> bool:
         """Make one call until it passes, is refused, or the close's time is up (then

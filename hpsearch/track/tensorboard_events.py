@@ -31,7 +31,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from hpsearch.store.reports import epoch_seconds
 from hpsearch.track.base import (FAILED, FINISHED, SweepFacts, Tracker, TrackError,
-                                 end_state, numeric_metrics, step_of)
+                                 end_state, numeric_metrics, Steps)
 
 __all__ = ["STATE_FILE", "TensorBoardTracker"]
 
@@ -55,6 +55,7 @@ class TensorBoardTracker(Tracker):
         self.logdir = Path(logdir)
         self.where = f"TensorBoard at {self.logdir}"
         self._facts: SweepFacts | None = None
+        self._steps = Steps("training_iteration")
         self._writers: dict[str, Any] = {}  # trial id -> its open SummaryWriter
         self._state: dict[str, dict[str, Any]] = {}  # trial id -> its folder's state
         self._started_at: dict[str, float] = {}
@@ -80,6 +81,7 @@ class TensorBoardTracker(Tracker):
     def sync(self, facts: SweepFacts, trials: Sequence[Mapping[str, Any]],
              history: Sequence[Mapping[str, Any]]) -> None:
         self._facts = facts
+        self._steps = Steps(facts.time_attr)
         by_trial: dict[str, list[Mapping[str, Any]]] = {}
         for row in history:
             by_trial.setdefault(str(row.get("trial_id")), []).append(row)
@@ -89,6 +91,7 @@ class TensorBoardTracker(Tracker):
                 self._know(trial_id, row)
                 self._session_start(trial_id)
                 sent = self._state_of(trial_id)["rows"]
+                self._steps.learn(trial_id, by_trial.get(trial_id, [])[:sent])
                 self._write_rows(trial_id, by_trial.get(trial_id, [])[sent:])
                 self._end(trial_id, row)
 
@@ -211,7 +214,7 @@ class TensorBoardTracker(Tracker):
             total = row.get("time_total_s")
             timed = isinstance(total, (int, float)) and math.isfinite(total)
             at = start + total if start and timed else None  # None: now
-            step = step_of(row)
+            step = self._steps.of(trial_id, row)
             for tag, value in numeric_metrics(row).items():
                 writer.add_scalar(tag, value, step, walltime=at)
         self._state_of(trial_id)["rows"] += len(rows)

@@ -38,7 +38,7 @@ from hpsearch.errors import HpsearchError
 
 __all__ = ["TESTED_OPTUNA", "TESTED_RAY", "InternalsChanged", "gcs_auth_problem", "internal",
            "local_ray_processes", "quiet_token_notice", "raylet_messages_to",
-           "reap_orphan_placement_groups",
+           "reap_orphan_placement_groups", "is_orphan_group",
            "reopen_trial", "running_local_cluster", "version_note"]
 
 logger = logging.getLogger(__name__)
@@ -106,15 +106,13 @@ def internal(obj: Any, path: str, *, what: str, package: str = "ray") -> Any:
 
 
 def reap_orphan_placement_groups() -> list[str]:
-    """Remove this driver's placement groups whose Ray Train controller is dead.
+    """Remove the placement groups a dead Ray Train controller left behind
+    (:func:`is_orphan_group` says which). Returns the ids removed.
 
     Ray removes a placement group only when both the actor that created it and its job
     are dead, and Ray Train's own ``PlacementGroupCleaner`` sees a group only after its
     worker group started. So a trial whose worker group failed during setup leaves a group
     that holds its CPUs and GPUs for the rest of the sweep, and later trials wait for them.
-
-    An orphan here: not removed, not detached, created by a real actor (Tune's own groups
-    have a nil creator) that is dead, in this driver's job. Returns the ids removed.
     """
     import ray
     from ray.util.placement_group import PlacementGroup, remove_placement_group
@@ -124,18 +122,45 @@ def reap_orphan_placement_groups() -> list[str]:
     from ray.core.generated import gcs_pb2
 
     table = gcs_pb2.PlacementGroupTableData
-    nil = ray.ActorID.nil().binary()
     job = ray.get_runtime_context().get_job_id()
     removed = []
     for raw in internal(state, "_connect_and_get_accessor", what=what)().get_placement_group_table():
         group = table.FromString(raw)
-        if (group.state != table.REMOVED and not group.is_detached
-                and group.creator_actor_id and group.creator_actor_id != nil
-                and group.creator_actor_dead and not group.creator_job_dead
-                and group.creator_job_id.hex() == job):
+
+        def creator_state() -> str | None:
+            info = state.actor_table(group.creator_actor_id.hex())
+            return info.get("State") if info else None
+
+        if is_orphan_group(group, job=job, creator_state=creator_state):
             remove_placement_group(PlacementGroup(ray.PlacementGroupID(group.placement_group_id)))
             removed.append(group.placement_group_id.hex())
     return removed
+
+
+def is_orphan_group(group: Any, *, job: str, creator_state: Any) -> bool:
+    """Whether ``group`` (a ``PlacementGroupTableData``) is garbage nobody will remove:
+    not removed, not detached, created by a real actor (Tune's own groups have a nil
+    creator), and either
+
+    * in this driver's job (``job``, hex), its creator dead: a Ray Train controller that
+      died during its worker group's setup; or
+    * in a job that has ended, its creator dead in the actor table (``creator_state()``,
+      asked only then) though the group's own record says it lives. Ray's GCS then never
+      removes the group: seen once in a clean-clone run, a finished sweep's two-CPU group
+      of a ``TrainController`` killed as its trial's group went, which left the next sweep
+      on that cluster waiting for CPUs for good. A live creator (a detached actor of
+      another tenant, such as Ray Serve's) keeps its groups.
+    """
+    import ray
+    from ray.core.generated import gcs_pb2
+
+    table = gcs_pb2.PlacementGroupTableData
+    if (group.state == table.REMOVED or group.is_detached or not group.creator_actor_id
+            or group.creator_actor_id == ray.ActorID.nil().binary()):
+        return False
+    if group.creator_job_id.hex() == job and not group.creator_job_dead:
+        return group.creator_actor_dead
+    return group.creator_job_dead and creator_state() == "DEAD"
 
 
 # --- connecting ---------------------------------------------------------------------------------

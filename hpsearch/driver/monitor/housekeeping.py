@@ -12,14 +12,19 @@ from hpsearch.driver.search.ids import hpsearch_id
 
 __all__ = ["Housekeeping"]
 
+#: How often a sweep whose trials run no worker groups looks for orphaned groups.
+OTHERS_REAP_S = 10.0
+
 
 class Housekeeping(Callback):
     """Keeps a sweep from holding what it does not use.
 
     * A dead Ray Train controller can leave its placement group holding CPUs and GPUs
-      (:func:`~hpsearch.driver.internals.reap_orphan_placement_groups`): for a runner
-      whose trials run worker groups, the sweep's orphans are removed once a second, and
-      for every runner when a trial fails and when the sweep ends.
+      (:func:`~hpsearch.driver.internals.reap_orphan_placement_groups`), this sweep's or
+      an ended one's on the same cluster: for a runner whose trials run worker groups,
+      orphans are removed once a second, for the others every 10 s (an ended sweep's
+      can hold the CPUs their trials wait for), and for every runner when a trial fails
+      and when the sweep ends.
     * A trial Tune ended frees its warm worker group at once (its Tune trial may have been
       killed before it could say so), and the runner holds no more groups than the
       sweep's share of the cluster (``admission.share()``).
@@ -35,12 +40,14 @@ class Housekeeping(Callback):
         self.admission = admission
         self.every_s = every_s
         self.last = 0.0
+        self.last_reap = 0.0
         self.slots: int | None = None
         self.removed: list[str] = []
 
     def reap(self) -> None:
         from hpsearch.driver.internals import reap_orphan_placement_groups
 
+        self.last_reap = time.monotonic()
         try:
             self.removed += reap_orphan_placement_groups()
         except Exception:  # noqa: BLE001 - housekeeping must never end a sweep
@@ -50,7 +57,7 @@ class Housekeeping(Callback):
         if time.monotonic() - self.last < self.every_s:
             return
         self.last = time.monotonic()
-        if self.runner.uses_worker_groups:
+        if self.runner.uses_worker_groups or self.last - self.last_reap >= OTHERS_REAP_S:
             self.reap()
         slots = self.admission.share()
         if slots != self.slots:

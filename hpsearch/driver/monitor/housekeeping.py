@@ -40,14 +40,13 @@ class Housekeeping(Callback):
         self.admission = admission
         self.every_s = every_s
         self.last = 0.0
-        self.last_reap = 0.0
+        self.last_reap = -OTHERS_REAP_S  # the first step looks
         self.slots: int | None = None
         self.removed: list[str] = []
 
     def reap(self) -> None:
         from hpsearch.driver.internals import reap_orphan_placement_groups
 
-        self.last_reap = time.monotonic()
         try:
             self.removed += reap_orphan_placement_groups()
         except Exception:  # noqa: BLE001 - housekeeping must never end a sweep
@@ -58,6 +57,7 @@ class Housekeeping(Callback):
             return
         self.last = time.monotonic()
         if self.runner.uses_worker_groups or self.last - self.last_reap >= OTHERS_REAP_S:
+            self.last_reap = self.last
             self.reap()
         slots = self.admission.share()
         if slots != self.slots:

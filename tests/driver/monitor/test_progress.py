@@ -4,7 +4,7 @@ size of the sweep (no Ray started: Tune's trials are stand-ins)."""
 import io
 from types import SimpleNamespace
 
-from hpsearch.driver.monitor.housekeeping import Housekeeping
+from hpsearch.driver.monitor.housekeeping import OTHERS_REAP_S, Housekeeping
 from hpsearch.driver.monitor.progress import ProgressCallback
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
 from hpsearch.space.spec import FloatParam, Objective, Scheduler, Spec
@@ -68,8 +68,10 @@ class Admission:
 
 def test_housekeeping_scans_every_second_only_for_runners_with_worker_groups():
     """One-worker trials train in their Tune actor and leave no Ray Train group to reap, so
-    the scan of the cluster's placement-group table (which grows with the sweep) is not
-    made at every step for them; it still is when a trial fails and at the end."""
+    the scan of the cluster's placement-group table (which grows with the sweep) is made
+    for them at the first step (an ended sweep's orphan may hold the CPUs they wait for)
+    and then every OTHERS_REAP_S, not at every step; it still is when a trial fails and at
+    the end."""
     scans = []
 
     class Counting(Housekeeping):
@@ -81,7 +83,11 @@ def test_housekeeping_scans_every_second_only_for_runners_with_worker_groups():
     for _ in range(3):
         grouped.on_step_end(0, [])
         single.on_step_end(0, [])
-    assert scans == [True, True, True]
+    assert scans == [True, False, True, True]
+    single.last_reap -= OTHERS_REAP_S  # as if that long had passed
+    single.on_step_end(0, [])
+    assert scans[4:] == [False]
+    del scans[3:]
     failed = SimpleNamespace(trial_id="x", config={TRIAL_ID_KEY: "b"})
     single.on_trial_error(0, [], failed)
     single.on_experiment_end([])

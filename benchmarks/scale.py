@@ -232,8 +232,7 @@ def _side_hpsearch(trials: int, root: str, profile: str | None,
 
 def _mlflow_counts(uri: str, experiment: str, history) -> dict:
     """What reached MLflow, read back with its client after the run: trial runs, the
-    history rows they say they hold (``hpsearch.rows_sent``) and the objective's points,
-    against the history's rows."""
+    the objective's points, against the history's rows."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -251,8 +250,6 @@ def _mlflow_counts(uri: str, experiment: str, history) -> dict:
     return {"mlflow_trial_runs": len(trial_runs),
             "mlflow_sweep_runs": sum(r.data.tags.get("hpsearch.kind") == "sweep" for r in runs),
             "mlflow_runs_ended": sum(r.info.status != "RUNNING" for r in trial_runs),
-            "mlflow_rows_sent": sum(int(r.data.tags.get("hpsearch.rows_sent", 0))
-                                    for r in trial_runs),
             "mlflow_val_loss_points": points,
             "history_val_loss_rows": int(history["val_loss"].notna().sum())}
 

@@ -132,25 +132,39 @@ def _finite(value: Any) -> bool:
 
 
 class Steps:
-    """Where each history row goes on a curve: its ``step``. A report recovered from the
-    study after a killed driver has none (``docs/trial-tables.md``, ``from_study``), only
-    its time attribute: it goes at that value times the steps per unit of it the trial's
-    other rows show (``epoch`` 3 at 22 steps an epoch: step 66), or at the value itself.
+    """Where each history row goes on its trial's curve, and which rows the curve holds.
+
+    A row goes at its ``step``. A report recovered from the study after a killed driver
+    has none (``docs/trial-tables.md``, ``from_study``), only its time attribute: it goes at
+    that value times the steps per unit of it the trial's rows show (``epoch`` 3 at 22
+    steps an epoch: step 66), or at the value itself.
+
+    A curve holds, per kind of row (reports, and the ``log_every`` training rows), every
+    step up to its mark (:meth:`marks`): a tracker keeps the marks where it can read them
+    back (an MLflow tag, a file beside the event files), so that a resumed sweep or an
+    export sends each step once, whatever order the record rebuilt its history in and
+    whatever a trial restarted from an older checkpoint reports again.
 
     Args:
         time_attr: The scheduler's time attribute (``epoch``, ``step``...).
     """
 
+    #: The two kinds of row, as :meth:`marks` names them.
+    REPORTS, LOGS = "last_step", "last_log_step"
+
     def __init__(self, time_attr: str):
         self.time_attr = time_attr
         self._per: dict[str, float] = {}  # trial id -> steps per unit of the time attr
+        self._marks: dict[str, dict[str, int]] = {}  # trial id -> kind -> last step held
 
     def learn(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Take the steps per unit from rows of the trial sent before (a resume's)."""
+        """Take the steps per unit of the time attribute from the trial's rows (a resume's
+        whole history, before any of it is placed)."""
         for row in rows:
             self.of(trial_id, row)
 
     def of(self, trial_id: str, row: Mapping[str, Any]) -> int:
+        """The row's step (and what it shows of the steps per unit)."""
         step, t = row.get("step"), row.get(self.time_attr)
         if _finite(step):
             if _finite(t) and t > 0:
@@ -159,6 +173,49 @@ class Steps:
         if _finite(t):
             return int(round(t * self._per.get(trial_id, 1.0)))
         return 0
+
+    def due(self, trial_id: str, rows: Sequence[Mapping[str, Any]]
+            ) -> list[tuple[int, Mapping[str, Any]]]:
+        """The rows the curve lacks, in order, each with its step: a row at or before its
+        kind's mark, or before a row of its kind earlier in ``rows``, is one the curve
+        holds (or a repeat)."""
+        marks = dict(self._marks.get(trial_id, {}))
+        out = []
+        for row in rows:
+            step = self.of(trial_id, row)
+            kind = self.REPORTS if row.get("evaluated") is not False else self.LOGS
+            if kind in marks and step <= marks[kind]:
+                continue
+            marks[kind] = step
+            out.append((step, row))
+        return out
+
+    def sent(self, trial_id: str, placed: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
+        """The curve holds ``placed`` (what :meth:`due` gave) now: the marks move on."""
+        marks = self._marks.setdefault(trial_id, {})
+        for step, row in placed:
+            kind = self.REPORTS if row.get("evaluated") is not False else self.LOGS
+            marks[kind] = max(step, marks.get(kind, step))
+
+    def marks(self, trial_id: str,
+              placed: Sequence[tuple[int, Mapping[str, Any]]] = ()) -> dict[str, int]:
+        """The trial's marks (``{"last_step": 718, "last_log_step": 700}``), as they will be
+        once ``placed`` is sent too."""
+        probe = Steps(self.time_attr)
+        probe._marks[trial_id] = dict(self._marks.get(trial_id, {}))
+        probe.sent(trial_id, placed)
+        return probe._marks[trial_id]
+
+    def restore(self, trial_id: str, marks: Mapping[str, Any]) -> None:
+        """The marks read back from where a tracker kept them (values as text or numbers;
+        others are ignored)."""
+        held = {}
+        for kind in (self.REPORTS, self.LOGS):
+            try:
+                held[kind] = int(marks[kind])
+            except (KeyError, TypeError, ValueError):
+                pass
+        self._marks[trial_id] = held
 
 
 #: How a trial's status ends its run: a tracker's three end states.

@@ -4,9 +4,11 @@ Runs are found again by their tags, never by anything kept beside the sweep: the
 run has ``hpsearch.sweep`` (its name), ``hpsearch.sweep_id`` (its name and when it was
 made: a sweep made again under the same name gets runs of its own) and ``hpsearch.kind:
 sweep``; a trial's run has both, ``hpsearch.trial_id``, ``hpsearch.optuna_trial`` and
-``mlflow.parentRunId``, and ``hpsearch.rows_sent`` counts the trial's history rows it
-holds, updated in the same request as the metrics. So a resume continues each trial's run
-where it stopped, and an export into an experiment that already has the sweep adds
+``mlflow.parentRunId``, and ``hpsearch.last_step`` (``hpsearch.last_log_step``) is the
+last step of its reports (``log_every`` rows) it holds, updated in the same request as the
+metrics (:class:`~hpsearch.track.base.Steps`). So a resume continues each trial's run where
+it stopped, with no gap and no repeat, a run the killed driver made before its parameters
+went out gets them, and an export into an experiment that already has the sweep adds
 nothing.
 
 Metrics are logged at the history row's ``step``; every number of a report is a metric
@@ -30,7 +32,7 @@ from hpsearch.track.base import (FAILED, FINISHED, KILLED, SweepFacts, Tracker, 
 
 __all__ = ["MlflowTracker", "resolve_tracking_uri"]
 
-SWEEP, TRIAL_ID, KIND, SENT = "hpsearch.sweep", "hpsearch.trial_id", "hpsearch.kind", "hpsearch.rows_sent"
+SWEEP, TRIAL_ID, KIND = "hpsearch.sweep", "hpsearch.trial_id", "hpsearch.kind"
 SWEEP_ID = "hpsearch.sweep_id"
 STATUS, ERROR, OPTUNA = "hpsearch.status", "hpsearch.error", "hpsearch.optuna_trial"
 PARENT = "mlflow.parentRunId"
@@ -75,7 +77,7 @@ class MlflowTracker(Tracker):
         self._experiment_id: str | None = None
         self._sweep_run: str | None = None
         self._runs: dict[str, str] = {}  # trial id -> run id
-        self._sent: dict[str, int] = {}  # trial id -> history rows its run holds
+        self._params_held: dict[str, set[str]] = {}  # trial id -> parameters its run has
         self._state: dict[str, str] = {}  # trial id -> the run's status
         self._started_at: dict[str, float] = {}
         self._facts: SweepFacts | None = None
@@ -98,7 +100,8 @@ class MlflowTracker(Tracker):
     def sync(self, facts: SweepFacts, trials: Sequence[Mapping[str, Any]],
              history: Sequence[Mapping[str, Any]]) -> None:
         self._facts = facts
-        self._steps = Steps(facts.time_attr)
+        if self._steps.time_attr != facts.time_attr:
+            self._steps = Steps(facts.time_attr)
         client = self._connect()
         self._find_runs(facts)
         if self._sweep_run is None:
@@ -117,9 +120,15 @@ class MlflowTracker(Tracker):
         for row in trials:
             trial_id = str(row["trial_id"])
             self._rows[trial_id] = row
-            rows, sent = by_trial.get(trial_id, []), self._sent.get(trial_id, 0)
-            self._steps.learn(trial_id, rows[:sent])
-            self._work.setdefault(trial_id, []).extend(rows[sent:])
+            rows = by_trial.get(trial_id, [])
+            self._steps.learn(trial_id, rows)
+            self._work.setdefault(trial_id, []).extend(rows)  # flush sends what runs lack
+            if trial_id in self._runs:  # a run made by a driver killed before it logged
+                held = self._params_held.get(trial_id, set())  # the parameters
+                missing = {k: _param(row[k]) for k in facts.params
+                           if k not in held and row.get(k) is not None}
+                if missing:
+                    self._params_due[trial_id] = missing
             if end_state(row.get("status")) is not None:
                 self._ending[trial_id] = row
         self.flush()
@@ -153,8 +162,8 @@ class MlflowTracker(Tracker):
                 if self.transient(exc):
                     raise  # the pump makes the flush again, from this trial on
                 refused = refused or exc  # what MLflow refuses for good is let go, so the
-                self._sent[trial_id] = self._sent.get(trial_id, 0) + len(  # rest goes on
-                    self._work[trial_id])
+                self._steps.sent(trial_id, self._steps.due(  # rest goes on
+                    trial_id, self._work[trial_id]))
                 for due in (self._ending, self._params_due):
                     due.pop(trial_id, None)
             del self._work[trial_id]
@@ -229,7 +238,9 @@ class MlflowTracker(Tracker):
                 elif TRIAL_ID in tags:
                     trial_id = tags[TRIAL_ID]
                     self._runs[trial_id] = run.info.run_id
-                    self._sent[trial_id] = int(tags.get(SENT, 0))
+                    self._steps.restore(trial_id, {k: tags.get(f"hpsearch.{k}")
+                                                   for k in (Steps.REPORTS, Steps.LOGS)})
+                    self._params_held[trial_id] = set(run.data.params)
                     self._state[trial_id] = run.info.status
             token = page.token
             if not token:
@@ -253,7 +264,7 @@ class MlflowTracker(Tracker):
         names = facts.params if facts else ()
         self._params_due[trial_id] = {k: _param(row[k]) for k in names
                                       if row and row.get(k) is not None}
-        self._runs[trial_id], self._sent[trial_id] = run_id, 0
+        self._runs[trial_id] = run_id
         self._state[trial_id] = "RUNNING"
         if started:
             self._started_at[trial_id] = started
@@ -268,20 +279,24 @@ class MlflowTracker(Tracker):
             client.update_run(run, status="RUNNING")
             self._state[trial_id] = "RUNNING"
             self._revive.discard(trial_id)
-        rows = self._work.get(trial_id, [])
+        placed = self._steps.due(trial_id, self._work.get(trial_id, []))
         ending = self._ending.get(trial_id)
         params = self._params_due.get(trial_id, {})
-        tags = {SENT: str(self._sent.get(trial_id, 0) + len(rows))} if rows else {}
+        tags = ({f"hpsearch.{k}": str(v) for k, v in self._steps.marks(trial_id, placed).items()}
+                if placed else {})
         if ending is not None:
             tags[STATUS] = str(ending.get("status"))
             if ending.get("error"):
                 tags[ERROR] = str(ending["error"])[:5000]
-        if rows or params or tags:
-            _log(client, run, metrics=self._metrics(trial_id, rows), params=params, tags=tags)
-            self._sent[trial_id] = self._sent.get(trial_id, 0) + len(rows)
-            self.rows_sent += len(rows)
-            self._work[trial_id] = []
+            if ending.get("optuna_trial") is not None:  # linked after the run was made
+                tags[OPTUNA] = str(int(ending["optuna_trial"]))
+        if placed or params or tags:
+            _log(client, run, metrics=self._metrics(trial_id, placed), params=params, tags=tags)
+            self._steps.sent(trial_id, placed)
+            self.rows_sent += len(placed)
+            self._params_held.setdefault(trial_id, set()).update(params)
             self._params_due.pop(trial_id, None)
+        self._work[trial_id] = []
         state = end_state((ending or {}).get("status"))
         if state is not None and self._state.get(trial_id) != state:
             ended = epoch_seconds(ending.get("ended_at"))
@@ -290,14 +305,14 @@ class MlflowTracker(Tracker):
             self._state[trial_id] = state
         self._ending.pop(trial_id, None)
 
-    def _metrics(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> list[tuple]:
+    def _metrics(self, trial_id: str, placed: Sequence[tuple[int, Mapping[str, Any]]]
+                 ) -> list[tuple]:
         now = time.time()
         start = self._started_at.get(trial_id)
         metrics = []
-        for row in rows:
+        for step, row in placed:
             total = row.get("time_total_s")
             at = (start + total if start and isinstance(total, (int, float)) else now)
-            step = self._steps.of(trial_id, row)
             metrics += [(_key(k), v, step, int(at * 1000))
                         for k, v in numeric_metrics(row).items()]
         return metrics
@@ -306,7 +321,7 @@ class MlflowTracker(Tracker):
 def _log(client: Any, run_id: str, *, metrics: Sequence[tuple] = (),
          params: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None) -> None:
     """One ``log_batch``, or several within MLflow's limits (1,000 metrics, 100 parameters
-    and tags, per request); the tags go last, so ``hpsearch.rows_sent`` is never ahead."""
+    and tags, per request); the tags go last, so ``hpsearch.last_step`` is never ahead."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)

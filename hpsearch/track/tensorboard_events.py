@@ -14,10 +14,12 @@ after a failure keeps STATUS_FAILURE in the HParams tab; its curve goes on, and 
 status is one more ``hpsearch/status`` text.
 
 What a folder holds is kept beside its event files, in ``hpsearch_sent.json``
-(``{"rows": 12, "start": true, "end": "FINISHED", "status": "completed", "error": false}``:
-the trial's history rows written, and which HParams summaries and texts are), replaced
-whole after the event writer flushed. So a resumed sweep continues each trial's curve with no gap and no
-repeat, and a second export into the same folder adds nothing. Nothing is ever deleted.
+(``{"rows": 12, "last_step": 718, "start": true, "end": "FINISHED", "status": "completed",
+"error": false}``: the trial's history rows written, the last step of its reports (and of
+its ``log_every`` rows, ``last_log_step``) they reach (:class:`~hpsearch.track.base.Steps`),
+and which HParams summaries and texts are), replaced whole after the event writer flushed.
+So a resumed sweep continues each trial's curve with no gap and no repeat, and a second
+export into the same folder adds nothing. Nothing is ever deleted.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class TensorBoardTracker(Tracker):
     def sync(self, facts: SweepFacts, trials: Sequence[Mapping[str, Any]],
              history: Sequence[Mapping[str, Any]]) -> None:
         self._facts = facts
-        self._steps = Steps(facts.time_attr)
+        if self._steps.time_attr != facts.time_attr:
+            self._steps = Steps(facts.time_attr)
         by_trial: dict[str, list[Mapping[str, Any]]] = {}
         for row in history:
             by_trial.setdefault(str(row.get("trial_id")), []).append(row)
@@ -90,9 +93,8 @@ class TensorBoardTracker(Tracker):
             with self._writing(trial_id):
                 self._know(trial_id, row)
                 self._session_start(trial_id)
-                sent = self._state_of(trial_id)["rows"]
-                self._steps.learn(trial_id, by_trial.get(trial_id, [])[:sent])
-                self._write_rows(trial_id, by_trial.get(trial_id, [])[sent:])
+                self._steps.learn(trial_id, by_trial.get(trial_id, []))
+                self._write_rows(trial_id, by_trial.get(trial_id, []))  # what it lacks
                 self._end(trial_id, row)
 
     def started(self, trial_id: str, row: Mapping[str, Any]) -> None:
@@ -155,6 +157,7 @@ class TensorBoardTracker(Tracker):
                 raise TrackError(f"{path} is not hpsearch's JSON ({exc}); move it away to "
                                  "write the trial again") from None
             self._state[trial_id] = state
+            self._steps.restore(trial_id, state)
         return self._state[trial_id]
 
     @contextmanager
@@ -206,19 +209,21 @@ class TensorBoardTracker(Tracker):
         return self._writers[trial_id]
 
     def _write_rows(self, trial_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        if not rows:
+        state = self._state_of(trial_id)  # the marks of what the folder holds, first
+        placed = self._steps.due(trial_id, rows)
+        if not placed:
             return
         writer = self._writer(trial_id)
         start = self._started_at.get(trial_id)
-        for row in rows:
+        for step, row in placed:
             total = row.get("time_total_s")
             timed = isinstance(total, (int, float)) and math.isfinite(total)
             at = start + total if start and timed else None  # None: now
-            step = self._steps.of(trial_id, row)
             for tag, value in numeric_metrics(row).items():
                 writer.add_scalar(tag, value, step, walltime=at)
-        self._state_of(trial_id)["rows"] += len(rows)
-        self.rows_sent += len(rows)
+        self._steps.sent(trial_id, placed)
+        state.update(self._steps.marks(trial_id), rows=state["rows"] + len(placed))
+        self.rows_sent += len(placed)
         self._dirty.add(trial_id)
 
     def _session_start(self, trial_id: str) -> None:

@@ -12,14 +12,17 @@ RUN_STATE = {"completed": "FINISHED", "stopped_by_asha": "KILLED", "stopped": "K
              "diverged": "KILLED", "failed": "FAILED", "unsupported_precision": "FAILED"}
 
 
-def curve_steps(rows) -> list[int]:
+def curve_steps(rows) -> list[int | None]:
     """Each history row's place on its curve: its step; a report recovered from the study
-    (no step, docs/trial-tables.md) at its epoch times the trial's steps per epoch."""
+    (no step, docs/trial-tables.md) at its epoch times the trial's steps per epoch, or
+    ``None`` where no row of the trial has a step (the killed driver sent it at its real
+    step, which the tables never held)."""
     import pandas as pd
 
     known = rows[rows.step.notna() & (rows.epoch > 0)]
-    per_epoch = float((known.step / known.epoch).iloc[-1]) if len(known) else 1.0
-    return [int(round(e * per_epoch)) if pd.isna(s) else int(s)
+    per_epoch = float((known.step / known.epoch).iloc[-1]) if len(known) else None
+    return [int(s) if not pd.isna(s) else
+            (int(round(e * per_epoch)) if per_epoch is not None else None)
             for s, e in zip(rows.step, rows.epoch)]
 
 
@@ -64,7 +67,12 @@ def assert_mlflow_matches_tables(uri: str, experiment: str, sweep: Path, metric:
         assert run.data.tags["hpsearch.status"] == row.status
         assert run.data.tags["hpsearch.optuna_trial"] == str(int(row.optuna_trial))
         assert float(run.data.params["lr"]) == row.lr
-        logged = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, metric)]
+        logged = sorted((m.step, m.value)
+                        for m in client.get_metric_history(run.info.run_id, metric))
         ours = history[(history.trial_id == trial_id) & history[metric].notna()]
+        ours = ours.sort_values("epoch", kind="stable")
         expected = list(zip(curve_steps(ours), ours[metric].astype(float)))
-        assert sorted(logged) == sorted(expected), (trial_id, logged, expected)
+        # each report once, in order (no gap, no repeat), each at its step where known
+        assert [v for _, v in logged] == [v for _, v in expected], (trial_id, logged, expected)
+        assert all(step is None or step == at for (at, _), (step, _) in zip(logged, expected)), (
+            trial_id, logged, expected)

@@ -80,13 +80,19 @@ def test_a_server_away_mid_trial_costs_one_line_and_nothing_sent(mlflow_server):
     assert any("answers again" in line for line in lines), lines
     assert curve(mlflow_server.uri, "away", "t1") == [10 * e for e in range(1, 9)]
     (run,) = trial_runs(mlflow_server.uri, "away")["t1"]
-    assert run.info.status == "FINISHED" and run.data.tags["hpsearch.rows_sent"] == "8"
+    assert run.info.status == "FINISHED" and run.data.tags["hpsearch.last_step"] == "80"
 
 
 def test_a_new_tracker_continues_each_run_where_it_stopped(mlflow_server):
-    """A resume builds a new tracker; its sync sends each trial only the rows its run
-    lacks, and a trial that starts again takes up its run (RUNNING again), never a second
-    one."""
+    """A resume builds a new tracker from the history as the resume rebuilt it, which is
+    not what the killed driver sent: the tables lag (they hold epoch 1 of the 3 sent), the
+    study gives back only its own steps (``from_study`` rows: epoch 3, no step), the
+    newest checkpoint adds epoch 4, and the trial, restarted from an older checkpoint,
+    reports epoch 4 again. Each step reaches the run once, in place, with no gap; the same
+    run is taken up (RUNNING again), never a second one; and a run the killed driver made
+    before its parameters went out gets them."""
+    from mlflow.tracking import MlflowClient
+
     spec = parse_space(SPACE)
     first = SweepRecord.in_memory(spec)
     first.open_study(directions=["minimize"])
@@ -94,23 +100,36 @@ def test_a_new_tracker_continues_each_run_where_it_stopped(mlflow_server):
     trial = first.study.ask()
     first.link("t1", trial.number)
     first.start("t1", {"lr": 0.02})
-    for epoch in (1, 2):
+    for epoch in (1, 2, 3):
         first.report("t1", report(epoch))
     first.close("interrupted")  # Ctrl-C: the trial's run is KILLED until the resume
     (run,) = trial_runs(mlflow_server.uri, "again")["t1"]
-    assert run.info.status == "KILLED"
+    assert run.info.status == "KILLED" and run.data.tags["hpsearch.last_step"] == "30"
+    client = MlflowClient(mlflow_server.uri)
+    bare = client.create_run(run.info.experiment_id, run_name="t2", tags={  # killed between
+        "hpsearch.sweep_id": "rec", "hpsearch.trial_id": "t2",  # making t2's run and
+        "mlflow.parentRunId": run.data.tags["mlflow.parentRunId"]}).info.run_id  # logging
 
-    second = SweepRecord.in_memory(spec)  # what a resume reads back from the tables
-    second.rows.load([dict(first.rows.trials["t1"], status="running")],
-                     first.rows.history + [{"trial_id": "t1", **report(3)}])
+    second = SweepRecord.in_memory(spec)  # what a resume reads back and recovers
+    t2 = {"trial_id": "t2", "lr": 0.05, "status": "running"}
+    second.rows.load([dict(first.rows.trials["t1"], status="running"), t2], [
+        first.rows.history[0],
+        {"trial_id": "t1", "epoch": 3, "val_loss": 1 / 3, "evaluated": True, "from_study": True},
+        {"trial_id": "t1", **report(4), "evaluated": True}])
     second.open_study(directions=["minimize"])
     second.observe(Tracking([MlflowTracker(mlflow_server.uri, "again")], say=print))
     second.start("t1", {"lr": 0.02})
-    second.report("t1", report(4))
+    for epoch in (4, 5):  # restarted from epoch 3's checkpoint: 4 comes again
+        second.report("t1", dict(report(epoch), val_loss=0.9 / epoch))
     second.close("interrupted")
-    (run,) = trial_runs(mlflow_server.uri, "again")["t1"]
-    assert curve(mlflow_server.uri, "again", "t1") == [10, 20, 30, 40]
-    assert run.data.tags["hpsearch.rows_sent"] == "4"
+    runs = trial_runs(mlflow_server.uri, "again")
+    (run,) = runs["t1"]
+    history = client.get_metric_history(run.info.run_id, "val_loss")
+    assert sorted((m.step, m.value) for m in history) == [
+        (10, 1.0), (20, 0.5), (30, 1 / 3), (40, 0.25), (50, 0.9 / 5)]
+    assert run.data.tags["hpsearch.last_step"] == "50"
+    assert [r.info.run_id for r in runs["t2"]] == [bare]
+    assert client.get_run(bare).data.params == {"lr": "0.05"}
 
 
 @pytest.mark.parametrize("command", ["validate", "run"])

@@ -67,18 +67,36 @@ def wait_until(predicate, *, process: subprocess.Popen | None = None, timeout: f
     raise AssertionError("condition not reached in time")
 
 
-def ended_in_tables(sweep: Path) -> int:
-    try:
-        return int((~hpsearch.read_trials(sweep).status.isin(["running", "pending"])).sum())
-    except Exception:  # noqa: BLE001 - not written yet
-        return 0
-
-
 def reports_in_tables(sweep: Path) -> int:
     try:
         return len(hpsearch.read_history(sweep))
     except Exception:  # noqa: BLE001 - not written yet
         return 0
+
+
+def unfinished_trials(sweep: Path) -> set[str]:
+    """Trial ids the study journal holds as RUNNING (read while the driver writes it)."""
+    try:
+        study = optuna.load_study(study_name="tracked", storage=JournalStorage(
+            JournalFileBackend(str(sweep / "optuna.journal"))))
+        return {t.user_attrs["trial_id"] for t in study.trials
+                if t.state.name == "RUNNING" and "trial_id" in t.user_attrs}
+    except Exception:  # noqa: BLE001 - not created yet, or a line half written
+        return set()
+
+
+def unfinished_with_curve(sweep: Path, uri: str, experiment: str) -> bool:
+    """A trial the study still holds as running already has points of its curve in MLflow:
+    the moment to kill the driver so that the resume must take up an existing run."""
+    from mlflow.tracking import MlflowClient
+
+    unfinished = unfinished_trials(sweep)
+    if not unfinished:
+        return False
+    client = MlflowClient(uri)
+    runs = trial_runs(uri, experiment)
+    return any(client.get_metric_history(run.info.run_id, "val_loss")
+               for tid in unfinished for run in runs.get(tid, []))
 
 
 def curve_while_running(uri: str, experiment: str) -> bool:
@@ -161,17 +179,17 @@ def test_a_killed_tracked_sweep_resumes_into_the_same_runs(tmp_path, session_ray
     sweep = tmp_path / "runs" / "tracked"
     run = start(tmp_path, mlflow_server.uri, trials=4, experiment="killed")
     try:
-        wait_until(lambda: curve_while_running(mlflow_server.uri, "killed")
-                   and ended_in_tables(sweep), process=run)
+        # Kill once a trial still running in the study has part of its curve in MLflow
+        # (MLflow runs lag the study, and the tables lag both: the study is what is read).
+        wait_until(lambda: unfinished_with_curve(sweep, mlflow_server.uri, "killed"),
+                   process=run)
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
     finally:
         run.kill()
     # The kill left a trial unfinished in the study with a run in MLflow (RUNNING), which
     # the resume must take up again rather than make a second one.
-    study = optuna.load_study(study_name="tracked", storage=JournalStorage(
-        JournalFileBackend(str(sweep / "optuna.journal"))))
-    unfinished = {t.user_attrs["trial_id"] for t in study.trials if t.state.name == "RUNNING"}
+    unfinished = unfinished_trials(sweep)
     before = trial_runs(mlflow_server.uri, "killed")
     assert any(tid in before for tid in unfinished), (unfinished, before)
     resume = start(tmp_path, mlflow_server.uri, trials=4, experiment="killed",

@@ -183,7 +183,7 @@ class Steps:
         out = []
         for row in rows:
             step = self.of(trial_id, row)
-            kind = self.REPORTS if row.get("evaluated") is not False else self.LOGS
+            kind = _kind(row)
             if kind in marks and step <= marks[kind]:
                 continue
             marks[kind] = step
@@ -192,19 +192,15 @@ class Steps:
 
     def sent(self, trial_id: str, placed: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
         """The curve holds ``placed`` (what :meth:`due` gave) now: the marks move on."""
-        marks = self._marks.setdefault(trial_id, {})
-        for step, row in placed:
-            kind = self.REPORTS if row.get("evaluated") is not False else self.LOGS
-            marks[kind] = max(step, marks.get(kind, step))
+        _advance(self._marks.setdefault(trial_id, {}), placed)
 
     def marks(self, trial_id: str,
               placed: Sequence[tuple[int, Mapping[str, Any]]] = ()) -> dict[str, int]:
         """The trial's marks (``{"last_step": 718, "last_log_step": 700}``), as they will be
         once ``placed`` is sent too."""
-        probe = Steps(self.time_attr)
-        probe._marks[trial_id] = dict(self._marks.get(trial_id, {}))
-        probe.sent(trial_id, placed)
-        return probe._marks[trial_id]
+        marks = dict(self._marks.get(trial_id, {}))
+        _advance(marks, placed)
+        return marks
 
     def restore(self, trial_id: str, marks: Mapping[str, Any]) -> None:
         """The marks read back from where a tracker kept them (values as text or numbers;
@@ -216,6 +212,17 @@ class Steps:
             except (KeyError, TypeError, ValueError):
                 pass
         self._marks[trial_id] = held
+
+
+def _kind(row: Mapping[str, Any]) -> str:
+    """Which of a curve's marks a history row moves: a report's or a ``log_every`` row's."""
+    return Steps.REPORTS if row.get("evaluated") is not False else Steps.LOGS
+
+
+def _advance(marks: dict[str, int], placed: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
+    for step, row in placed:
+        kind = _kind(row)
+        marks[kind] = max(step, marks.get(kind, step))
 
 
 #: How a trial's status ends its run: a tracker's three end states.

@@ -11,11 +11,14 @@ simulator backend (``syne_tune/tuner.py``): ``suggest()`` for a free worker, the
 only for a trial that ended without the scheduler stopping it. Its ASHA says ``STOP`` at
 ``max_t`` too, so a trial that runs to the end is removed, not completed, as in the Tuner.
 
-The schedulers are built as Syne Tune's docs write them (``syne_tune.optimizer.baselines``),
-from the space file: its parameters in Syne Tune's config space (:func:`config_space`),
-``metric`` and ``do_minimize`` from the objective, the replay's ``epoch`` as ``time_attr``,
-and ``max_t``, ``grace_period``, ``reduction_factor`` and ``brackets`` from the space's
-scheduler, so the rungs are hpsearch's. ``random_seed`` is the replay's seed.
+The schedulers are built as Syne Tune's docs write them, from the space file: its
+parameters in Syne Tune's config space (:func:`config_space`), ``metric`` and
+``do_minimize`` from the objective, the replay's ``epoch`` as ``time_attr``, and
+``random_seed`` the replay's seed. ``syne-asha`` and ``syne-bohb`` are
+``syne_tune.optimizer.baselines``' ``ASHA`` and ``BOHB`` with ``max_t``,
+``grace_period``, ``reduction_factor`` and ``brackets`` from the space's scheduler, so the
+rungs are hpsearch's. ``syne-median`` is its ``MedianStoppingRule`` over ``RandomSearch``
+(``grace_time`` the space's ``grace_period``, its other settings its defaults).
 """
 
 from __future__ import annotations
@@ -70,33 +73,27 @@ def config_space(spec: Spec) -> dict[str, Any]:
 
 
 class SyneTuneDriver:
-    """A Syne Tune multi-fidelity scheduler (``syne_tune.optimizer.baselines.<name>``) on
-    ``spec``, called in its ``Tuner``'s order (module docstring).
+    """A Syne Tune scheduler on ``spec``, made by ``make(config_space, spec)`` (one of
+    :data:`SYNE_METHODS`), called in its ``Tuner``'s order (module docstring).
 
     Syne Tune 0.16's random search and BOHB's random configurations draw from numpy's
     global generator, not the one their ``random_seed`` seeds; the driver seeds it with
     the replay's seed as well, so that a replay is repeatable."""
 
-    def __init__(self, spec: Spec, *, workers: int, name: str, method: str = "",
-                 **kwargs: Any):
+    def __init__(self, spec: Spec, *, workers: int, make: Callable[[dict, Spec], Any],
+                 method: str = "Syne Tune"):
         if importlib.util.find_spec("syne_tune") is None:
-            raise ImportError(f"{method or name} {_SYNE_MISSING}")
+            raise ImportError(f"{method} {_SYNE_MISSING}")
         import numpy as np
-        from syne_tune.optimizer import baselines
         from syne_tune.optimizer.scheduler import SchedulerDecision
 
         # Its ASHA logs a warning as it builds its searcher (points_to_evaluate), and
         # statsmodels' KDE warns at each of BOHB's fits (in suggest): a replay would print
         # nothing else.
         logging.getLogger("syne_tune").setLevel(logging.ERROR)
-        s, seed = spec.scheduler, spec.search.seed
-        if seed is not None:
-            np.random.seed(seed)
-        self.scheduler = getattr(baselines, name)(
-            config_space(spec), metric=spec.objective.metric,
-            do_minimize=spec.objective.mode == "min", time_attr=s.result_key,
-            max_t=s.max_t, grace_period=s.grace_period, reduction_factor=s.reduction_factor,
-            brackets=s.brackets, random_seed=seed, **kwargs)
+        if spec.search.seed is not None:
+            np.random.seed(spec.search.seed)
+        self.scheduler = make(config_space(spec), spec)
         self.go_on = SchedulerDecision.CONTINUE
         self.trials: dict[str, Any] = {}
         self.removed: set[str] = set()
@@ -128,16 +125,50 @@ class SyneTuneDriver:
             self.scheduler.on_trial_complete(self.trials[key], result)
 
 
-def _syne(name: str, method: str, **kwargs: Any) -> Callable[..., SyneTuneDriver]:
-    return lambda spec, *, workers: SyneTuneDriver(spec, workers=workers, name=name,
-                                                   method=method, **kwargs)
+def _common(spec: Spec) -> dict[str, Any]:
+    return {"do_minimize": spec.objective.mode == "min", "random_seed": spec.search.seed}
+
+
+def _baseline(name: str) -> Callable[[dict, Spec], Any]:
+    """``syne_tune.optimizer.baselines.<name>``, a multi-fidelity one, with the space's
+    rungs."""
+    def make(space: dict, spec: Spec) -> Any:
+        from syne_tune.optimizer import baselines
+
+        s = spec.scheduler
+        return getattr(baselines, name)(
+            space, metric=spec.objective.metric, time_attr=s.result_key, max_t=s.max_t,
+            grace_period=s.grace_period, reduction_factor=s.reduction_factor,
+            brackets=s.brackets, **_common(spec))
+    return make
+
+
+def _median(space: dict, spec: Spec) -> Any:
+    """``MedianStoppingRule`` over ``RandomSearch``, from ``grace_period`` on."""
+    from syne_tune.optimizer.baselines import RandomSearch
+    from syne_tune.optimizer.schedulers import MedianStoppingRule
+
+    return MedianStoppingRule(RandomSearch(space, metrics=[spec.objective.metric],
+                                           **_common(spec)),
+                              time_attr=spec.scheduler.result_key, metric=spec.objective.metric,
+                              grace_time=spec.scheduler.grace_period, **_common(spec))
+
+
+def _syne(method: str, make: Callable[[dict, Spec], Any]) -> Callable[..., SyneTuneDriver]:
+    return lambda spec, *, workers: SyneTuneDriver(spec, workers=workers, make=make,
+                                                   method=method)
 
 
 #: ``name -> (one line for people, the driver)``: Syne Tune's schedulers that fit a replay
-#: (multi-fidelity, stopping on a time attribute, no pause and resume), each with its
-#: defaults.
+#: (they stop trials on a time attribute, with no pause and resume), each with its
+#: defaults. Its ``ASHABORE`` and ``ASHACQR`` fit too but refit a model at every suggestion
+#: (10 to 50 times BOHB's time; benchmarks/README.md), and its median stopping rule around
+#: ASHA fails (it passes neither ``on_trial_add`` nor ``on_trial_remove`` on).
 SYNE_METHODS: dict[str, tuple[str, Callable[..., SyneTuneDriver]]] = {
     "syne-asha": ("Syne Tune stock: ASHA (random search + successive halving)",
-                  _syne("ASHA", "syne-asha")),
-    "syne-bohb": ("Syne Tune stock: BOHB (KDE searcher + ASHA)", _syne("BOHB", "syne-bohb")),
+                  _syne("syne-asha", _baseline("ASHA"))),
+    "syne-bohb": ("Syne Tune stock: BOHB (KDE searcher + ASHA)",
+                  _syne("syne-bohb", _baseline("BOHB"))),
+    "syne-median": ("Syne Tune stock: random search + median stopping rule",
+                    _syne("syne-median", _median)),
 }

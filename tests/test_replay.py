@@ -308,6 +308,19 @@ def test_syne_tunes_schedulers_stop_trials_at_hpsearchs_rungs(tmp_path, method):
     assert again["curve"] == row["curve"] and again["ended"] == row["ended"]
 
 
+def test_syne_tunes_median_stopping_rule_stops_trials_below_the_median(tmp_path):
+    pytest.importorskip("syne_tune")
+    spec, table, surrogate = _tiny(tmp_path)
+    row = simulate("syne-median", table, surrogate, spec, seed=3, workers=4, budget=3.0)
+    stopped = [config for config, _, completed in row["ended"] if not completed]
+    assert row["stopped"] == len(stopped) > row["trials"] / 4
+    # On this table a configuration's rank is the same at every epoch: the trials it let
+    # run to the end are better, in the mean, than those it stopped.
+    final = {c: table.values[(c, 0)][-1] for c in table.params}
+    kept = [final[c] for c, _, completed in row["ended"] if completed]
+    assert kept and sum(kept) / len(kept) < sum(final[c] for c in stopped) / len(stopped)
+
+
 def test_syne_tunes_config_space_is_the_space_files(digits):
     pytest.importorskip("syne_tune")
     import syne_tune.config_space as cs
@@ -347,5 +360,6 @@ def test_without_syne_tune_its_methods_say_so_in_one_line_and_all_means_the_othe
     ran = []
     monkeypatch.setattr(cli, "run", lambda methods, *a, **k: ran.extend(methods) or [])
     assert cli.main(["--simulate", "--methods", "all", "--out", str(out)]) == 0
-    assert "skipped syne-asha, syne-bohb: needs Syne Tune" in capsys.readouterr().out
+    assert ("skipped syne-asha, syne-bohb, syne-median: needs Syne Tune"
+            in capsys.readouterr().out)
     assert ran == [m for m in METHODS if not m.startswith("syne-")]

@@ -4,8 +4,9 @@ would do instead?
 Three ways to answer, the first one the measure (benchmarks/README.md gives the figures):
 
 * ``--simulate``: replay recorded learning curves through hpsearch's own searcher and
-  ASHA, Ray Tune's stock stack and Optuna alone, 30 seeds or more in simulated time, no
-  Ray (``benchmarks/replay``; ``--simulate --help``)::
+  ASHA, Ray Tune's stock stack, Optuna alone and Syne Tune's ASHA and BOHB (with
+  ``pip install syne-tune``), 30 seeds or more in simulated time, no Ray
+  (``benchmarks/replay``; ``--simulate --help``)::
 
     .venv/bin/python benchmarks/search_quality.py --simulate --seeds 30 \\
         --methods hpsearch,ray-stock,random-asha --out sq-sim.jsonl

@@ -1,6 +1,6 @@
 """The search-quality replay (``benchmarks/replay``, #25): hpsearch's own searcher and
-ASHA, and Ray Tune's and Optuna's stock stacks, driven over recorded curves in simulated
-time, without a Ray instance; the surrogate, the statistics and the command line.
+ASHA, and Ray Tune's, Optuna's and Syne Tune's stock stacks, driven over recorded curves in
+simulated time, without a Ray instance; the surrogate, the statistics and the command line.
 
 These fail when the sweep's searcher or scheduler stops being drivable without Ray: the
 replay builds them as ``hpsearch run`` does and calls only their public interfaces."""
@@ -116,8 +116,12 @@ def test_hpsearchs_study_and_records_say_how_each_replayed_trial_ended(digits):
 
 
 def test_every_method_replays(digits):
+    from benchmarks.replay.methods import unavailable
+
     spec, table, surrogate = digits
     for method in METHODS:
+        if unavailable(method):  # syne-*: Syne Tune is optional (the tests below)
+            continue
         row = simulate(method, table, surrogate, spec, seed=0, workers=4, budget=1.0)
         assert row["curve"] and row["trials"] >= 4, method
 
@@ -251,3 +255,111 @@ def test_mo_asha_replays_with_the_sweeps_own_objects_and_its_front_is_scored(dig
     asha, fifo = rows["mo-asha"], rows["mo-fifo"]
     assert 0 < asha["hv"] <= 1 and 0 < fifo["hv"] <= 1
     assert asha["worker_time"] < fifo["worker_time"]  # MO-ASHA stopped dominated trials
+
+
+def _tiny(tmp_path):
+    """A space of one parameter and a table of 12 configurations made by hand: the closer
+    ``lr`` is to 0.01, the lower every epoch's value, so a rung's ranking is the final one.
+    Rungs at epochs 1 and 3 of 9 (``reduction_factor: 3``); time(R) is 9 s, an epoch 1 s."""
+    from benchmarks.replay.curves import CurveTable, Surrogate
+    from hpsearch.driver.search.space import distributions
+    from hpsearch.space import parse_space
+
+    spec = parse_space({"name": "tiny", "trainable": "digits",
+                        "objective": {"metric": "val_loss", "mode": "min"},
+                        "params": {"lr": {"type": "float", "low": 1e-4, "high": 1.0,
+                                          "log": True}},
+                        "scheduler": {"type": "asha", "time_attr": "epoch", "max_t": 9,
+                                      "grace_period": 1, "reduction_factor": 3}})
+    lrs = {c: 10 ** (-4 + 4 * c / 11) for c in range(12)}
+    table = CurveTable(
+        path=tmp_path / "tiny.parquet", workload="tiny", names=("lr",),
+        params={c: {"lr": lr} for c, lr in lrs.items()},
+        values={(c, 0): [1 + (math.log10(lr) + 2) ** 2 + 1 / e for e in range(1, 10)]
+                for c, lr in lrs.items()},
+        times={c: [float(e) for e in range(1, 10)] for c in lrs}, seeds={c: [0] for c in lrs},
+        time_r=9.0)
+    return spec, table, Surrogate(table, distributions(spec), weights=(1.0,))
+
+
+@pytest.mark.parametrize("method", ["syne-asha", "syne-bohb"])
+def test_syne_tunes_schedulers_stop_trials_at_hpsearchs_rungs(tmp_path, method):
+    """Syne Tune's ASHA and BOHB, driven as its Tuner drives them: a trial it stops ends
+    there, at a rung of the space's scheduler, and the replay is repeatable by its seed."""
+    pytest.importorskip("syne_tune")
+    import ray
+
+    from benchmarks.replay.peers import SyneTuneDriver
+
+    spec, table, surrogate = _tiny(tmp_path)
+    run_spec, driver = build(method, spec, seed=3, workers=4)
+    assert isinstance(driver, SyneTuneDriver)
+    row = simulate(method, table, surrogate, run_spec, seed=3, workers=4, budget=3.0,
+                   driver=driver)
+    assert not ray.is_initialized()
+    stopped_at = [epochs for _, epochs, completed in row["ended"] if not completed]
+    assert row["stopped"] == len(stopped_at) > row["trials"] / 3
+    assert set(stopped_at) <= {1, 3}  # hpsearch's rungs, not anywhere
+    completed = sum(c for _, _, c in row["ended"])
+    # Its ASHA says STOP at max_t too: every decision it made is a trial the replay ended.
+    assert driver.scheduler.num_stopped == row["stopped"] + completed
+    assert sum(row["worker_time"].values()) == pytest.approx(4 * 3.0)
+    again = simulate(method, table, surrogate, spec, seed=3, workers=4, budget=3.0)
+    assert again["curve"] == row["curve"] and again["ended"] == row["ended"]
+
+
+def test_syne_tunes_median_stopping_rule_stops_trials_below_the_median(tmp_path):
+    pytest.importorskip("syne_tune")
+    spec, table, surrogate = _tiny(tmp_path)
+    row = simulate("syne-median", table, surrogate, spec, seed=3, workers=4, budget=3.0)
+    stopped = [config for config, _, completed in row["ended"] if not completed]
+    assert row["stopped"] == len(stopped) > row["trials"] / 4
+    # On this table a configuration's rank is the same at every epoch: the trials it let
+    # run to the end are better, in the mean, than those it stopped.
+    final = {c: table.values[(c, 0)][-1] for c in table.params}
+    kept = [final[c] for c, _, completed in row["ended"] if completed]
+    assert kept and sum(kept) / len(kept) < sum(final[c] for c in stopped) / len(stopped)
+
+
+def test_syne_tunes_config_space_is_the_space_files(digits):
+    pytest.importorskip("syne_tune")
+    import syne_tune.config_space as cs
+
+    from benchmarks.replay.peers import config_space
+
+    spec, _, _ = cli.load(*cli.WORKLOADS["charlm"])
+    space = config_space(spec)
+    assert list(space) == [p.name for p in spec.params]
+    assert isinstance(space["lr"], cs.Float) and cs.is_log_space(space["lr"])
+    assert (space["lr"].lower, space["lr"].upper) == (3e-4, 1e-2)
+    assert space["warmup_steps"].values == [0, 16, 32, 48, 64]  # step 16
+    assert space["precision"].categories == ["fp32", "bf16", "fp16"]
+    assert not cs.is_log_space(space["weight_decay"])
+    _, driver = build("syne-bohb", spec, seed=0, workers=4)
+    for n in range(8):
+        _, params = driver.start(f"t{n}")
+        assert 3e-4 <= params["lr"] <= 1e-2 and params["warmup_steps"] in (0, 16, 32, 48, 64)
+
+
+def test_without_syne_tune_its_methods_say_so_in_one_line_and_all_means_the_others(
+        tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "syne_tune" else find_spec(name, *a))
+    out = tmp_path / "sq.jsonl"
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--simulate", "--seeds", "1", "--methods", "hpsearch,syne-asha,syne-bohb",
+                  "--budget", "1", "--out", str(out)])
+    assert exit_.value.code == 2 and not out.exists()
+    assert capsys.readouterr().err == ("syne-asha, syne-bohb: needs Syne Tune, which is not "
+                                       "installed: pip install syne-tune\n")
+    with pytest.raises(ImportError, match="syne-asha needs Syne Tune.*pip install syne-tune"):
+        build("syne-asha", cli.load(*cli.WORKLOADS["digits"])[0], seed=0, workers=4)
+    ran = []
+    monkeypatch.setattr(cli, "run", lambda methods, *a, **k: ran.extend(methods) or [])
+    assert cli.main(["--simulate", "--methods", "all", "--out", str(out)]) == 0
+    assert ("skipped syne-asha, syne-bohb, syne-median: needs Syne Tune"
+            in capsys.readouterr().out)
+    assert ran == [m for m in METHODS if not m.startswith("syne-")]

@@ -9,6 +9,8 @@ curves      the curve table, time(R), and the nearest-neighbour surrogate (and i
 methods     each method as the objects a user's stack builds: hpsearch's SweepSearcher
             and ASHA from a space file, Ray Tune's OptunaSearch + ASHAScheduler, Optuna
             alone with its pruners; all driven through their public interfaces
+peers       Syne Tune's ASHA and BOHB (optional: ``pip install syne-tune``), called in the
+            order its own Tuner calls them
 simulator   N simulated workers, an event queue in simulated seconds, no Ray
 compare     any-time regret with bootstrap intervals, time to a target, the table
 confirm     the same methods through real ``hpsearch run`` sweeps (a replay command trainable)

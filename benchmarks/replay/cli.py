@@ -110,7 +110,7 @@ def table(path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from benchmarks.replay.methods import METHODS, parse_method
+    from benchmarks.replay.methods import METHODS, parse_method, unavailable
 
     parser = argparse.ArgumentParser(prog="search_quality.py --simulate",
                                      description=__doc__.splitlines()[0])
@@ -133,6 +133,16 @@ def main(argv: list[str]) -> int:
             parse_method(method)
         except ValueError as exc:
             parser.error(str(exc))
+    missing: dict[str, list[str]] = {}  # what is not installed -> the methods that need it
+    for method in methods:
+        if need := unavailable(method):
+            missing.setdefault(need, []).append(method)
+    lines = [f"{', '.join(ms)}: {need}" for need, ms in missing.items()]
+    if lines and args.methods != "all":
+        parser.exit(2, "".join(f"{line}\n" for line in lines))
+    for line in lines:  # all: the methods that can run here
+        print(f"skipped {line}")
+    methods = [m for m in methods if not unavailable(m)]
     space, curves = WORKLOADS[args.workload]
     opts = {"space": space, "curves": curves, "workers": args.workers, "budget": args.budget,
             "overhead": args.overhead}

@@ -118,7 +118,8 @@ def _ci(cell: tuple[float, float, float]) -> str:
 
 
 def verdict(summary: dict[str, dict], *, default: str = "hpsearch",
-            against: Sequence[str] = ("ray-stock", "random-asha"),
+            against: Sequence[str] = ("ray-stock", "random-asha", "syne-asha", "syne-bohb",
+                                      "syne-median"),
             budgets: Sequence[float] = (5, 10, 20, 50)) -> list[str]:
     """One line per rival: at which budgets the default's interval lies wholly below its
     (ahead), wholly above (behind), or the two overlap (tied)."""

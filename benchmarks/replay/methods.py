@@ -22,6 +22,8 @@ the trial goes on, and its end with the last result):
   stops is told to Optuna as complete with its last value.
 * :class:`OptunaDriver`: Optuna alone: ``TPESampler(seed)`` with a pruner, the trial
   asking ``should_prune`` after each report, 4 trials sharing one study.
+* :class:`~benchmarks.replay.peers.SyneTuneDriver`: Syne Tune's ASHA and BOHB, called in
+  its own ``Tuner``'s order (:mod:`benchmarks.replay.peers`; Syne Tune is optional).
 
 :data:`METHODS` names them.
 """
@@ -35,9 +37,11 @@ from typing import Any, Callable, Mapping
 
 import optuna
 
+from benchmarks.replay.peers import SYNE_METHODS, unavailable
 from hpsearch.space.spec import Spec
 
-__all__ = ["METHODS", "REPLAY_SECONDS_PER_R", "build", "parse_method", "replay_spec"]
+__all__ = ["METHODS", "REPLAY_SECONDS_PER_R", "build", "parse_method", "replay_spec",
+           "unavailable"]
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -241,6 +245,7 @@ METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., An
                   _optuna(lambda s: optuna.pruners.HyperbandPruner(
                       min_resource=s.scheduler.grace_period, max_resource=s.scheduler.max_t,
                       reduction_factor=s.scheduler.reduction_factor))),
+    **{name: (label, lambda s: {}, driver) for name, (label, driver) in SYNE_METHODS.items()},
 }
 
 

@@ -8,7 +8,8 @@ of real learning curves (``benchmarks/record_curves.py``) instead of being train
 curves      the curve table, time(R), and the nearest-neighbour surrogate (and its error)
 methods     each method as the objects a user's stack builds: hpsearch's SweepSearcher
             and ASHA from a space file, Ray Tune's OptunaSearch + ASHAScheduler, Optuna
-            alone with its pruners; all driven through their public interfaces
+            alone with its pruners; all driven through their public interfaces, and
+            DEHB through its own ask/tell (``dehb_method``; optional, the ``bench`` extra)
 simulator   N simulated workers, an event queue in simulated seconds, no Ray
 compare     any-time regret with bootstrap intervals, time to a target, the table
 confirm     the same methods through real ``hpsearch run`` sweeps (a replay command trainable)

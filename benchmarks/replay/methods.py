@@ -22,6 +22,9 @@ the trial goes on, and its end with the last result):
   stops is told to Optuna as complete with its last value.
 * :class:`OptunaDriver`: Optuna alone: ``TPESampler(seed)`` with a pruner, the trial
   asking ``should_prune`` after each report, 4 trials sharing one study.
+* :class:`~benchmarks.replay.dehb_method.DehbDriver`: DEHB through its own ask/tell, one
+  job a trial run to the job's fidelity (:mod:`benchmarks.replay.dehb_method`; DEHB is
+  optional).
 
 :data:`METHODS` names them.
 """
@@ -35,6 +38,7 @@ from typing import Any, Callable, Mapping
 
 import optuna
 
+from benchmarks.replay.dehb_method import DehbDriver
 from hpsearch.space.spec import Spec
 
 __all__ = ["METHODS", "REPLAY_SECONDS_PER_R", "build", "parse_method", "replay_spec"]
@@ -241,6 +245,8 @@ METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., An
                   _optuna(lambda s: optuna.pruners.HyperbandPruner(
                       min_resource=s.scheduler.grace_period, max_resource=s.scheduler.max_t,
                       reduction_factor=s.scheduler.reduction_factor))),
+    "dehb": ("DEHB (its own ask/tell): DE + Hyperband, a job a trial to its fidelity",
+             lambda s: {}, DehbDriver),
 }
 
 

@@ -8,8 +8,7 @@ of real learning curves (``benchmarks/record_curves.py``) instead of being train
 curves      the curve table, time(R), and the nearest-neighbour surrogate (and its error)
 methods     each method as the objects a user's stack builds: hpsearch's SweepSearcher
             and ASHA from a space file, Ray Tune's OptunaSearch + ASHAScheduler, Optuna
-            alone with its pruners; all driven through their public interfaces, and
-            DEHB through its own ask/tell (``dehb_method``; optional, the ``bench`` extra)
+            alone with its pruners; all driven through their public interfaces
 simulator   N simulated workers, an event queue in simulated seconds, no Ray
 compare     any-time regret with bootstrap intervals, time to a target, the table
 confirm     the same methods through real ``hpsearch run`` sweeps (a replay command trainable)
@@ -17,6 +16,8 @@ front       several objectives: the share of the Pareto front MO-ASHA finds
 trial       the replay command trainable ``confirm`` runs
 cli         ``search_quality.py --simulate`` and ``--table``
 ==========  ============================================================================
+
+``dehb_method`` drives DEHB through its own ask/tell (optional: the ``bench`` extra).
 
 Entry point: ``python benchmarks/search_quality.py --simulate`` (its docstring).
 """

@@ -22,11 +22,11 @@ the trial goes on, and its end with the last result):
   stops is told to Optuna as complete with its last value.
 * :class:`OptunaDriver`: Optuna alone: ``TPESampler(seed)`` with a pruner, the trial
   asking ``should_prune`` after each report, 4 trials sharing one study.
-* :class:`~benchmarks.replay.dehb_method.DehbDriver`: DEHB through its own ask/tell, one
-  job a trial run to the job's fidelity (:mod:`benchmarks.replay.dehb_method`; DEHB is
-  optional).
 
 :data:`METHODS` names them.
+
+``dehb`` is DEHB through its own ask/tell, one job a trial run to the job's fidelity
+(:class:`~benchmarks.replay.dehb_method.DehbDriver`; DEHB is optional).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from typing import Any, Callable, Mapping
 
 import optuna
 
-from benchmarks.replay.dehb_method import DehbDriver
 from hpsearch.space.spec import Spec
 
 __all__ = ["METHODS", "REPLAY_SECONDS_PER_R", "build", "parse_method", "replay_spec"]
@@ -221,6 +220,12 @@ def _optuna(pruner: Callable[[Spec], Any]) -> Callable[..., OptunaDriver]:
     return lambda spec, *, workers: OptunaDriver(spec, workers=workers, pruner=pruner(spec))
 
 
+def _dehb(spec: Spec, *, workers: int) -> Any:
+    from benchmarks.replay.dehb_method import DehbDriver
+
+    return DehbDriver(spec, workers=workers)
+
+
 #: ``name -> (one line for people, how the spec changes, the driver)``.
 METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., Any]]] = {
     "hpsearch": ("hpsearch default: the space file's search (Sobol start, then TPE) + ASHA",
@@ -237,6 +242,8 @@ METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., An
     "time-asha": ("TPE + ASHA on time (scheduler.time_attr: time)",
                   lambda s: {"scheduler": _time_rungs(s)}, HpsearchDriver),
     "ray-stock": ("Ray Tune stock: OptunaSearch + ASHAScheduler", lambda s: {}, RayStockDriver),
+    "dehb": ("DEHB (its own ask/tell): DE + Hyperband, a job a trial to its fidelity",
+             lambda s: {}, _dehb),
     "optuna-sha": ("Optuna alone: TPE + SuccessiveHalvingPruner (same rungs)", lambda s: {},
                    _optuna(lambda s: optuna.pruners.SuccessiveHalvingPruner(
                        min_resource=s.scheduler.grace_period,
@@ -245,8 +252,6 @@ METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., An
                   _optuna(lambda s: optuna.pruners.HyperbandPruner(
                       min_resource=s.scheduler.grace_period, max_resource=s.scheduler.max_t,
                       reduction_factor=s.scheduler.reduction_factor))),
-    "dehb": ("DEHB (its own ask/tell): DE + Hyperband, a job a trial to its fidelity",
-             lambda s: {}, DehbDriver),
 }
 
 

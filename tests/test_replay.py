@@ -120,7 +120,7 @@ def test_every_method_replays(digits):
 
     spec, table, surrogate = digits
     for method in METHODS:
-        if unavailable(method):  # syne-*: Syne Tune is optional (the tests below)
+        if unavailable(method):  # syne-*, dehb: optional (the tests below, test_replay_dehb)
             continue
         row = simulate(method, table, surrogate, spec, seed=0, workers=4, budget=1.0)
         assert row["curve"] and row["trials"] >= 4, method
@@ -362,4 +362,7 @@ def test_without_syne_tune_its_methods_say_so_in_one_line_and_all_means_the_othe
     assert cli.main(["--simulate", "--methods", "all", "--out", str(out)]) == 0
     assert ("skipped syne-asha, syne-bohb, syne-median: needs Syne Tune"
             in capsys.readouterr().out)
-    assert ran == [m for m in METHODS if not m.startswith("syne-")]
+    from benchmarks.replay import dehb_method  # dehb: skipped too where DEHB is missing
+
+    assert ran == [m for m in METHODS
+                   if not m.startswith("syne-") and not dehb_method.unavailable(m)]

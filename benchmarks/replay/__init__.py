@@ -19,5 +19,7 @@ trial       the replay command trainable ``confirm`` runs
 cli         ``search_quality.py --simulate`` and ``--table``
 ==========  ============================================================================
 
+``dehb_method`` drives DEHB through its own ask/tell (optional: the ``bench`` extra).
+
 Entry point: ``python benchmarks/search_quality.py --simulate`` (its docstring).
 """

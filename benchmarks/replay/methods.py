@@ -26,6 +26,9 @@ the trial goes on, and its end with the last result):
   its own ``Tuner``'s order (:mod:`benchmarks.replay.peers`; Syne Tune is optional).
 
 :data:`METHODS` names them.
+
+``dehb`` is DEHB through its own ask/tell, one job a trial run to the job's fidelity
+(:class:`~benchmarks.replay.dehb_method.DehbDriver`; DEHB is optional).
 """
 
 from __future__ import annotations
@@ -37,13 +40,20 @@ from typing import Any, Callable, Mapping
 
 import optuna
 
-from benchmarks.replay.peers import SYNE_METHODS, unavailable
+from benchmarks.replay import dehb_method, peers
+from benchmarks.replay.peers import SYNE_METHODS
 from hpsearch.space.spec import Spec
 
 __all__ = ["METHODS", "REPLAY_SECONDS_PER_R", "build", "parse_method", "replay_spec",
            "unavailable"]
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def unavailable(method: str) -> str | None:
+    """What ``method`` needs that is not installed (Syne Tune, DEHB), as the end of a line
+    that starts with its name; ``None`` when it can run here."""
+    return peers.unavailable(method) or dehb_method.unavailable(method)
 
 #: A replay reports ``time_total_s`` in replay seconds: time(R) is this many of them, so
 #: that time-based ASHA's integer rungs (``grace_period``, ``max_t``) fit any table.
@@ -221,6 +231,12 @@ def _optuna(pruner: Callable[[Spec], Any]) -> Callable[..., OptunaDriver]:
     return lambda spec, *, workers: OptunaDriver(spec, workers=workers, pruner=pruner(spec))
 
 
+def _dehb(spec: Spec, *, workers: int) -> Any:
+    from benchmarks.replay.dehb_method import DehbDriver
+
+    return DehbDriver(spec, workers=workers)
+
+
 #: ``name -> (one line for people, how the spec changes, the driver)``.
 METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., Any]]] = {
     "hpsearch": ("hpsearch default: the space file's search (Sobol start, then TPE) + ASHA",
@@ -237,6 +253,8 @@ METHODS: dict[str, tuple[str, Callable[[Spec], dict[str, Any]], Callable[..., An
     "time-asha": ("TPE + ASHA on time (scheduler.time_attr: time)",
                   lambda s: {"scheduler": _time_rungs(s)}, HpsearchDriver),
     "ray-stock": ("Ray Tune stock: OptunaSearch + ASHAScheduler", lambda s: {}, RayStockDriver),
+    "dehb": ("DEHB (its own ask/tell): DE + Hyperband, a job a trial to its fidelity",
+             lambda s: {}, _dehb),
     "optuna-sha": ("Optuna alone: TPE + SuccessiveHalvingPruner (same rungs)", lambda s: {},
                    _optuna(lambda s: optuna.pruners.SuccessiveHalvingPruner(
                        min_resource=s.scheduler.grace_period,

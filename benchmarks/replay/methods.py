@@ -182,7 +182,11 @@ class OptunaDriver:
         from hpsearch.driver.search.space import define_by_run
 
         self.metric = spec.objective.metric
+        # Named by the seed: HyperbandPruner puts a trial in a bracket by a CRC of the
+        # study's name and the trial's number, and an unnamed study gets a random name,
+        # so an unnamed replay would not repeat.
         self.study = optuna.create_study(
+            study_name=f"replay-seed-{spec.search.seed}",
             direction="minimize" if spec.objective.mode == "min" else "maximize",
             sampler=optuna.samplers.TPESampler(seed=spec.search.seed), pruner=pruner)
         self.define = define_by_run(spec)

@@ -116,6 +116,52 @@ def test_an_unmodified_script_swept_with_asha_at_one_and_two_workers(tmp_path, s
     assert commands_alive(tmp_path / "train.py") == []
 
 
+def test_a_script_slow_to_exit_when_stopped_does_not_hold_up_the_next_trial(
+        tmp_path, session_ray):
+    """ASHA stops a trial whose script takes seconds to exit on SIGTERM (it saves a
+    checkpoint first, as Lightning does). The next trial still starts: with Tune's actor
+    reuse, Tune waited 2 s for the stopped trial's thread, failed the next trial and
+    never started another, and the sweep hung with its CPUs free (CI, the Lightning
+    recipe)."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import signal, sys, time
+        def save_and_exit(*_):
+            time.sleep(4)  # a checkpoint written on SIGTERM
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, save_and_exit)
+        counter = sys.argv[1]  # each trial is worse than the one before it
+        try:
+            n = int(open(counter).read())
+        except FileNotFoundError:
+            n = 0
+        open(counter, "w").write(str(n + 1))
+        for epoch in (1, 2, 3):
+            print(f"epoch={epoch} val_loss={n + 1 / epoch}", flush=True)
+            time.sleep(1)
+    """))
+    space = write_space(tmp_path, f"""\
+        name: gaps
+        trainable: {{command: 'python train.py {tmp_path / "count.txt"} --lr={{lr}}'}}
+        objective: {{metric: val_loss, mode: min}}
+        params: {{lr: {{type: float, low: 1.0e-3, high: 1.0e-2}}}}
+        scheduler: {{type: asha, time_attr: epoch, max_t: 3, grace_period: 1,
+                    reduction_factor: 3}}
+        trials: {{num: 3, max_concurrent: 1}}
+    """)
+    started = time.monotonic()
+    result = hpsearch_cmd("run", str(space), cwd=tmp_path, timeout=240)
+    took = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = hpsearch.read_trials(tmp_path / "runs" / "gaps")
+    assert list(trials.status) == ["completed", "stopped_by_asha", "stopped_by_asha"], trials
+    for row in trials.itertuples():
+        log = (tmp_path / "runs" / "gaps" / "trials" / row.trial_id / "output.log").read_text()
+        printed = [ln for ln in log.splitlines() if ln.startswith("epoch=")]
+        assert len(printed) == (3 if row.status == "completed" else 1), log
+    wait_until(lambda: commands_alive(tmp_path / "train.py") == [], timeout=30)
+    print(f"3 trials in {took:.1f} s")
+
+
 def test_a_failing_script_fails_its_trials_with_its_last_lines(tmp_path, session_ray):
     (tmp_path / "train.py").write_text(
         "import sys\nprint('loading data')\nprint('no data at /data', file=sys.stderr)\n"

@@ -3,7 +3,8 @@
 :class:`CommandRunner` runs a trial's command
 
 * with one worker, from the Tune trial's own actor (which holds the worker's CPUs and
-  GPUs, and which Tune reuses for the next trial): no worker group to start, and none of
+  GPUs; a new one per trial, see :attr:`CommandRunner.reuse_actors`): no worker group to
+  start, and none of
   torchrun's variables unless ``trainable.launcher: torchrun`` asks for them, so the
   script runs exactly as ``python train.py`` by hand;
 * with several, as a Ray Train run (:mod:`hpsearch.driver.trials.command_group`): one
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from hpsearch.command.process import run_command
 from hpsearch.driver.cluster.connect import free_port
@@ -50,11 +51,15 @@ class CommandRunner(Runner):
     def workers(self) -> int:
         return self.n_workers
 
-    @property
-    def reuse_actors(self) -> bool:  # type: ignore[override]
-        # A one-worker trial's actor holds its resources and no state. A group's thin
-        # actor is not reused: with Ray 2.60 the sweep then never started its next trial.
-        return self.n_workers == 1
+    #: Never: Tune reuses an actor only once its trial's thread has ended, within 2 s of
+    #: the stop (``TUNE_FUNCTION_THREAD_TIMEOUT_S``), and a command's thread ends at the
+    #: script's next report, an epoch later, then takes its process tree down (up to
+    #: ``grace_s``). Past the 2 s, Ray 2.60's Tune fails the next trial ("Trainable
+    #: runner reuse requires reset_config()") and never starts another: the sweep hangs
+    #: with its CPUs free. A trial's own actor is ended with it, and its process tree with
+    #: the actor (the supervisor's parent-death signal), at once. A new actor costs about
+    #: a second; a script's own start (imports, data) costs more.
+    reuse_actors: ClassVar[bool] = False
 
     @property
     def uses_worker_groups(self) -> bool:  # type: ignore[override]

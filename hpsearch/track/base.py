@@ -202,6 +202,18 @@ class Steps:
         _advance(marks, placed)
         return marks
 
+    def restore_count(self, trial_id: str, count: Any,
+                      rows: Sequence[Mapping[str, Any]]) -> None:
+        """The marks of a curve an earlier hpsearch kept as a count of rows (MLflow's
+        ``hpsearch.rows_sent``, a TensorBoard state file's ``rows`` alone): the first
+        ``count`` of the trial's ``rows`` are on it. Nothing where marks are known."""
+        try:
+            count = int(count or 0)
+        except (TypeError, ValueError):
+            return
+        if count > 0 and not self._marks.get(trial_id):
+            self.sent(trial_id, self.due(trial_id, rows[:count]))
+
     def restore(self, trial_id: str, marks: Mapping[str, Any]) -> None:
         """The marks read back from where a tracker kept them (values as text or numbers;
         others are ignored)."""

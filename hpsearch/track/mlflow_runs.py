@@ -36,6 +36,8 @@ SWEEP, TRIAL_ID, KIND = "hpsearch.sweep", "hpsearch.trial_id", "hpsearch.kind"
 SWEEP_ID = "hpsearch.sweep_id"
 STATUS, ERROR, OPTUNA = "hpsearch.status", "hpsearch.error", "hpsearch.optuna_trial"
 PARENT = "mlflow.parentRunId"
+#: What runs made before ``hpsearch.last_step`` kept: how many history rows they held.
+_COUNTED = "hpsearch.rows_sent"
 #: MLflow's limits on one ``log_batch`` (metrics, and all entries together).
 _BATCH_METRICS, _BATCH_OTHERS = 1000, 90
 #: How a sweep status ends the sweep's run.
@@ -78,6 +80,7 @@ class MlflowTracker(Tracker):
         self._sweep_run: str | None = None
         self._runs: dict[str, str] = {}  # trial id -> run id
         self._params_held: dict[str, set[str]] = {}  # trial id -> parameters its run has
+        self._counted: dict[str, Any] = {}  # trial id -> its run's rows_sent, if any
         self._state: dict[str, str] = {}  # trial id -> the run's status
         self._started_at: dict[str, float] = {}
         self._facts: SweepFacts | None = None
@@ -122,6 +125,7 @@ class MlflowTracker(Tracker):
             self._rows[trial_id] = row
             rows = by_trial.get(trial_id, [])
             self._steps.learn(trial_id, rows)
+            self._steps.restore_count(trial_id, self._counted.pop(trial_id, 0), rows)
             self._work.setdefault(trial_id, []).extend(rows)  # flush sends what runs lack
             if trial_id in self._runs:  # a run made by a driver killed before it logged
                 held = self._params_held.get(trial_id, set())  # the parameters
@@ -241,6 +245,7 @@ class MlflowTracker(Tracker):
                     self._steps.restore(trial_id, {k: tags.get(f"hpsearch.{k}")
                                                    for k in (Steps.REPORTS, Steps.LOGS)})
                     self._params_held[trial_id] = set(run.data.params)
+                    self._counted[trial_id] = tags.get(_COUNTED)  # an earlier hpsearch's
                     self._state[trial_id] = run.info.status
             token = page.token
             if not token:

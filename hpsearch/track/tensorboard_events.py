@@ -94,6 +94,8 @@ class TensorBoardTracker(Tracker):
                 self._know(trial_id, row)
                 self._session_start(trial_id)
                 self._steps.learn(trial_id, by_trial.get(trial_id, []))
+                self._steps.restore_count(  # a state file of an earlier hpsearch: a count
+                    trial_id, self._state_of(trial_id)["rows"], by_trial.get(trial_id, []))
                 self._write_rows(trial_id, by_trial.get(trial_id, []))  # what it lacks
                 self._end(trial_id, row)
 

@@ -148,3 +148,27 @@ def test_a_server_that_does_not_answer_is_one_line_before_anything_starts(tmp_pa
     assert "cannot reach MLflow at http://127.0.0.1:9: connection refused" in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()  # no sweep was made, no Ray was started
+
+
+def test_a_run_an_earlier_hpsearch_counted_is_continued_not_sent_again(mlflow_server):
+    """A run made before the marks held ``hpsearch.rows_sent`` (how many history rows it
+    had): a sync sends only the rows past that count."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    from hpsearch.track import SweepFacts
+
+    client = MlflowClient(mlflow_server.uri)
+    experiment = client.create_experiment("counted")
+    run = client.create_run(experiment, run_name="t1", tags={
+        "hpsearch.sweep_id": "old", "hpsearch.trial_id": "t1", "hpsearch.rows_sent": "2"})
+    run_id = run.info.run_id
+    client.log_batch(run_id, metrics=[Metric("val_loss", 1.0 / e, 0, 10 * e) for e in (1, 2)])
+    rows = [{"trial_id": "t1", **report(e), "evaluated": True} for e in (1, 2, 3)]
+    facts = SweepFacts(name="old", path="", params=("lr",),
+                       objectives=(("val_loss", "min"),), time_attr="epoch")
+    for _ in range(2):  # the second sync adds nothing
+        tracker = MlflowTracker(mlflow_server.uri, "counted")
+        tracker.sync(facts, [{"trial_id": "t1", "lr": 0.01, "status": "running"}], rows)
+    assert curve(mlflow_server.uri, "counted", "t1") == [10, 20, 30]
+    assert client.get_run(run_id).data.tags["hpsearch.last_step"] == "30"

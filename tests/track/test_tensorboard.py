@@ -215,6 +215,24 @@ def test_a_second_sync_adds_nothing(tmp_path):
     assert sorted(tmp_path.rglob("*")) == files
 
 
+def test_a_folder_an_earlier_hpsearch_counted_is_continued_not_written_again(tmp_path):
+    """A state file written before the marks holds only ``rows`` (how many history rows
+    the folder has): a sync writes the rows past that count."""
+    half = STEPS // 2
+    tracker = TensorBoardTracker(tmp_path)
+    tracker.sync(FACTS, [trial_row("t1")], history("t1", half))
+    tracker.release()
+    state_file = tmp_path / "t1" / STATE_FILE
+    state = json.loads(state_file.read_text())
+    state_file.write_text(json.dumps({k: v for k, v in state.items()
+                                      if k not in ("last_step", "last_log_step")}))
+    resumed = TensorBoardTracker(tmp_path)
+    resumed.sync(FACTS, [trial_row("t1")], history("t1"))
+    resumed.release()
+    assert [s for s, _ in scalars(tmp_path, "t1", "val_loss")] == list(range(1, STEPS + 1))
+    assert json.loads(state_file.read_text())["last_step"] == STEPS
+
+
 def test_a_resumed_sweep_writes_each_step_once(tmp_path):
     """The resume's history is not the one the killed driver wrote from: here its tables
     lost t1's first training row. Each step still goes out once, with no gap."""

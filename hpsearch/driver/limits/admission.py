@@ -116,12 +116,19 @@ class Admission:
         may be waiting for a slot of its share (a warm worker group)."""
         return min(self.slots, active + max(0, to_start)) if to_start > 0 else active
 
-    def cap(self, *, active: int, to_start: int, fresh: bool = False) -> int:
-        """Trials the sweep may run at once now: its slots, or its share when shared."""
+    def cap(self, *, active: int, to_start: int, starting: bool = False) -> int:
+        """Trials the sweep may run at once now: its slots, or its share when shared.
+
+        ``starting``: the answer decides whether a trial starts. A share the sweep knew
+        is enough to say wait; a start waits for the ledger's answer to this report,
+        since the answer in flight may predate a sweep that registered since (with the
+        stale share, a sweep started three trials at once on a share of two)."""
         if self.ledger is None:
             return self.slots
-        share = self.ledger.update(active, want=self.want(active=active, to_start=to_start),
-                                   fresh=fresh)
+        want = self.want(active=active, to_start=to_start)
+        share = self.ledger.update(active, want=want, fresh=starting)
+        if starting and active < min(self.slots, share):
+            share = self.ledger.update(active, want=want, force=True)
         return min(self.slots, share)
 
     def decide(self, *, active: int, to_start: int) -> str:
@@ -131,7 +138,7 @@ class Admission:
         if self._too_late():
             self.refused_for_deadline = True
             return DONE
-        if active >= self.cap(active=active, to_start=to_start, fresh=True):
+        if active >= self.cap(active=active, to_start=to_start, starting=True):
             return WAIT
         return START
 

@@ -140,7 +140,8 @@ class LedgerClient:
     last share it was given. Every call is best effort: if the ledger cannot be reached,
     the sweep keeps the whole of its planned slots (as it would alone).
 
-    Only registering and a new ``want`` wait for the ledger's answer. Other reports are
+    Only registering, a new ``want`` and ``force`` (the admission's check before a trial
+    starts: one round trip per trial) wait for the ledger's answer. Other reports are
     sent without waiting, and their answer is taken at a later call: the sweep's driver
     asks several times a second, and a round trip to the ledger actor costs 2-20 ms on a
     busy machine (3.7 s of a 600-trial sweep of trivial trials, 5% of its wall clock,

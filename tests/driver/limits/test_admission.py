@@ -92,6 +92,31 @@ def test_the_share_of_a_shared_cluster_caps_the_trials_at_once():
     assert admission.decide(active=1, to_start=7) == START
 
 
+class LaggingLedger(Ledger):
+    """The real client's timing on a busy machine: an answer comes a round trip after its
+    report, so calls in quick succession return the share known before, unless one waits
+    for its answer (``force``)."""
+
+    known = None
+
+    def update(self, running, *, want=None, force=False, fresh=False):
+        super().update(running, want=want)
+        if force or self.known is None:
+            self.known = self.share
+        return self.known
+
+
+def test_a_start_waits_for_the_share_as_it_is_now_not_the_last_answer():
+    """Two sweeps started together: the first registers alone (the whole cluster), the
+    second registers before the first's trials start. Each start must see the share that
+    the ledger gives now; a wait may go on the share the sweep knew."""
+    ledger = LaggingLedger(capacity=4)
+    admission = Admission(planned=4, slots=4, ledger=ledger)
+    ledger.capacity = 2  # the other sweep registers
+    verdicts = [admission.decide(active=n, to_start=4 - n) for n in range(4)]
+    assert verdicts == [START, START, WAIT, WAIT]
+
+
 def test_a_sweep_never_wants_fewer_slots_than_it_runs_and_none_past_its_plan():
     admission = Admission(planned=2, slots=4)
     assert admission.want(active=3, to_start=0) == 3  # a running trial waits for its slot

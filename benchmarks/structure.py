@@ -90,7 +90,9 @@ DISK = {
 OBJECTIVES = {
     "names": {"several_objectives", "more_objectives", "read_objectives", "directions",
               "report_values", "REPORT_ATTR", "ParetoRungs", "pareto_order", "fronts",
-              "dominates", "FrontSections", "objective_columns", "pareto"},
+              "dominates", "FrontSections", "objective_columns", "pareto",
+              # named since: the rows' front (store/reports.py) and the study's value
+              "ParetoFront", "front_for", "NO_FRONT", "study_value"},
     # Only as an attribute: ``spec.objectives``, every objective (a bare ``objectives``
     # is also a local name of the parsing and of single-objective code).
     "attrs": {"objectives"},
@@ -111,6 +113,7 @@ FEATURE_HOMES = {
     "disk": {"hpsearch/driver/monitor/disk.py", "hpsearch/driver/sweep/storage.py",
              "hpsearch/errors.py"},
     "objectives": {"hpsearch/driver/search/objectives.py", "hpsearch/driver/search/pareto.py",
+                   "hpsearch/driver/record/objectives.py",  # where search/objectives.py went
                    "hpsearch/report/_front.py", "hpsearch/space/_objectives.py"},
 }
 

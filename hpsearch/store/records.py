@@ -12,11 +12,11 @@ import math
 import time
 from typing import Any, Iterable, Mapping, TypedDict
 
-from hpsearch.space.spec import Spec, pareto_front
+from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.reports import (FIRST_STEP_AT, OBJECTIVE_MISSING, epoch_seconds,
-                                    final_status, history_row, is_nan, is_nat, log_rows,
-                                    report_key)
+                                    final_status, front_for, history_row, is_nan, is_nat,
+                                    log_rows, report_key)
 
 __all__ = ["TrialRecords", "TrialRow"]
 
@@ -80,7 +80,7 @@ class TrialRecords:
         self._counts: dict[str, int] = {}
         self._status_of: dict[str, str] = {}  # trial_id -> status as last counted
         self.rows_counted = 0  # rows counts() looked at (tests count work with it)
-        self._front: list[str] | None = None  # trial_ids with pareto true (several objectives)
+        self.front = front_for(spec)  # each objective's value and ``pareto``, with several
 
     def touch(self, trial_id: str) -> None:
         """Note that ``trial_id``'s row changed (a new version)."""
@@ -162,44 +162,16 @@ class TrialRecords:
     def _objectives_and_constraints(self, row: dict[str, Any], result: Mapping[str, Any]) -> None:
         """Each objective's value (several objectives) and ``feasible`` (constraints), at
         the last report."""
-        if self.spec.several_objectives:
-            row.update({o.metric: result.get(o.metric) for o in self.spec.objectives})
+        row.update(self.front.values(result))
         if self.spec.constraints:
             row["feasible"] = all(c.violation(result.get(c.metric)) <= 0
                                   for c in self.spec.constraints)
 
     def _settle_front(self, trial_id: str) -> None:
-        """Update ``pareto`` after ``trial_id`` ended: the non-dominated feasible trials that
-        reached ``max_t`` (``completed``). A newcomer joins the front unless a member
-        dominates it, and pushes out the members it dominates: the cost is the front's
-        size, not the table's."""
-        if not self.spec.several_objectives:
-            return
-        if self._front is None:  # the first end of this run (a resume's rows included)
-            self._front = []
-            for tid in [t for t in self.trials if t != trial_id]:
-                self._join_front(tid)
-        self._join_front(trial_id)
-
-    def _join_front(self, trial_id: str) -> None:
-        if trial_id in self._front:
-            self._front.remove(trial_id)
-        row = self.trials[trial_id]
-        objectives = self.spec.objectives
-        point = [row.get(o.metric) for o in objectives]
-        eligible = (row.get("status") == st.COMPLETED and row.get("feasible") is not False
-                    and len(pareto_front([point], objectives)) == 1)
-        if eligible:
-            members = [[self.trials[t].get(o.metric) for o in objectives] for t in self._front]
-            on = pareto_front([*members, point], objectives)
-            eligible = len(members) in on
-            for i in [i for i in range(len(members)) if i not in on]:
-                self._mark_pareto(self._front[i], False)
-            self._front = [t for i, t in enumerate(self._front) if i in on]
-        if eligible:
-            self._front.append(trial_id)
-        if row.get("status") in st.ENDED:
-            self._mark_pareto(trial_id, eligible)
+        """Update ``pareto`` after ``trial_id`` ended (several objectives:
+        :class:`~hpsearch.store.reports.ParetoFront`)."""
+        for tid, on in self.front.settle(self.trials, trial_id).items():
+            self._mark_pareto(tid, on)
 
     def _mark_pareto(self, trial_id: str, on: bool) -> None:
         if self.trials[trial_id].get("pareto") is not on:
@@ -379,7 +351,7 @@ class TrialRecords:
         """Seed from tables written earlier (resume)."""
         self.version += 1
         self.rewrites += 1
-        self._front = None
+        self.front.reset()
         for row in trials:
             row = {k: v for k, v in row.items() if not is_nan(v) and not is_nat(v)}
             if math.isfinite(self.spec.objective.score(row.get("best_value"))):

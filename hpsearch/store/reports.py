@@ -1,5 +1,7 @@
 """What one report becomes in the trial tables: the report cleaned for the record, its
-history rows (the report's and its ``log_every`` rows), and the status a trial ends with.
+history rows (the report's and its ``log_every`` rows), the status a trial ends with, and
+with several objectives each objective's value and the ``pareto`` flag
+(:func:`front_for`).
 
 Plain functions over plain mappings (no Ray, no pandas), used by
 :class:`~hpsearch.store.records.TrialRecords` and by the trial runners.
@@ -8,14 +10,14 @@ Plain functions over plain mappings (no Ray, no pandas), used by
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from hpsearch.space.spec import Objective, Spec
+from hpsearch.space.spec import Objective, Spec, pareto_front
 from hpsearch.store import status as st
 
-__all__ = ["FIRST_STEP_AT", "OBJECTIVE_MISSING", "TRAIN_LOG", "TUNE_KEYS", "epoch_seconds",
-           "final_status", "history_row", "is_nan", "is_nat", "log_rows", "report_key",
-           "sanitize_report"]
+__all__ = ["FIRST_STEP_AT", "NO_FRONT", "OBJECTIVE_MISSING", "TRAIN_LOG", "TUNE_KEYS",
+           "ParetoFront", "epoch_seconds", "final_status", "front_for", "history_row", "is_nan",
+           "is_nat", "log_rows", "report_key", "sanitize_report"]
 
 #: Set on a report that lacked the objective metric (it then carries the worst value):
 #: a trial whose every report had it never reported its objective, and fails.
@@ -162,3 +164,91 @@ def epoch_seconds(value: Any) -> float | None:
 
 def is_nan(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+class ParetoFront:
+    """The front of a sweep of several ``objectives``, kept as trials end.
+
+    Each row keeps every objective's value at its last report (:meth:`values`), and
+    ``pareto`` marks the completed, feasible trials no other such trial dominates. A
+    newcomer joins the front unless a member dominates it, and pushes out the members it
+    dominates: an end costs the front's size, not the table's. The first end after
+    :meth:`reset` (a resume's loaded rows) builds the front from every row first. The
+    front only proposes marks; the records apply them, since one module changes rows.
+
+    Example:
+        >>> from hpsearch.space.spec import Objective
+        >>> front = ParetoFront((Objective("loss", "min"), Objective("speed", "max")))
+        >>> rows = {"a": {"status": "completed", "loss": 0.5, "speed": 1.0}}
+        >>> front.settle(rows, "a")
+        {'a': True}
+        >>> rows["b"] = {"status": "completed", "loss": 0.4, "speed": 2.0}  # better at both
+        >>> front.settle(rows, "b")
+        {'a': False, 'b': True}
+    """
+
+    def __init__(self, objectives: Sequence[Objective]):
+        self.objectives = tuple(objectives)
+        self.members: list[str] | None = None
+
+    def values(self, report: Mapping[str, Any]) -> dict[str, Any]:
+        """The row's value of each objective, from its last report."""
+        return {o.metric: report.get(o.metric) for o in self.objectives}
+
+    def reset(self) -> None:
+        """Forget the front: the rows were replaced."""
+        self.members = None
+
+    def settle(self, rows: Mapping[str, Mapping[str, Any]], trial_id: str) -> dict[str, bool]:
+        """``{trial id: pareto}`` to set after ``trial_id`` ended (or changed)."""
+        marks: dict[str, bool] = {}
+        if self.members is None:
+            self.members = []
+            for other in [t for t in rows if t != trial_id]:
+                self._join(rows, other, marks)
+        self._join(rows, trial_id, marks)
+        return marks
+
+    def _join(self, rows: Mapping[str, Mapping[str, Any]], trial_id: str,
+              marks: dict[str, bool]) -> None:
+        assert self.members is not None
+        if trial_id in self.members:
+            self.members.remove(trial_id)
+        row = rows[trial_id]
+        point = [row.get(o.metric) for o in self.objectives]
+        eligible = (row.get("status") == st.COMPLETED and row.get("feasible") is not False
+                    and len(pareto_front([point], self.objectives)) == 1)
+        if eligible:
+            members = [[rows[t].get(o.metric) for o in self.objectives] for t in self.members]
+            on = pareto_front([*members, point], self.objectives)
+            eligible = len(members) in on
+            for i in [i for i in range(len(members)) if i not in on]:
+                marks[self.members[i]] = False
+            self.members = [t for i, t in enumerate(self.members) if i in on]
+        if eligible:
+            self.members.append(trial_id)
+        if row.get("status") in st.ENDED:
+            marks[trial_id] = eligible
+
+
+class _NoFront:
+    """One objective: no objective columns, no ``pareto``."""
+
+    def values(self, report: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def reset(self) -> None:
+        pass
+
+    def settle(self, rows: Mapping[str, Mapping[str, Any]], trial_id: str) -> dict[str, bool]:
+        return {}
+
+
+#: The rule of a sweep of one objective.
+NO_FRONT = _NoFront()
+
+
+def front_for(spec: Spec) -> ParetoFront | _NoFront:
+    """The rows' rule for ``spec``'s objectives: a :class:`ParetoFront` with several,
+    :data:`NO_FRONT` (which adds nothing) with one, so the records never branch on it."""
+    return ParetoFront(spec.objectives) if spec.several_objectives else NO_FRONT

@@ -242,7 +242,7 @@ def simulated_asha_units(spec: Spec, quality: list[float], *, slots: int = 1) ->
     from hpsearch.driver.search.rungs import make_rungs
 
     sched = spec.scheduler
-    rungs = make_rungs(sched, mode="max", seed=spec.search.seed)
+    rungs = make_rungs(sched, modes=["max"], seed=spec.search.seed)
     # every bracket's rungs: a trial passes the ones of other brackets without a verdict
     milestones = [*rungs.milestones, sched.max_t]
     n = len(quality)

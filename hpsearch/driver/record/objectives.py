@@ -39,7 +39,7 @@ from hpsearch.space.spec import Constraint, Objective
 __all__ = ["CONSTRAINTS_ATTR", "REPORT_ATTR", "ConstraintMetricMissing", "constraints_func",
            "check_first_report", "directions", "feasible", "missing_metrics", "objective_values",
            "report_values",
-           "reported", "sampler_constraints", "set_constraints",
+           "reported", "sampler_constraints", "set_constraints", "study_value",
            "violations"]
 
 #: The user attribute prefix of a report in a study of several objectives.
@@ -106,7 +106,11 @@ def missing_metrics(report: Mapping[str, Any], objectives: Iterable[Objective],
 def check_first_report(report: Mapping[str, Any], objectives: Sequence[Objective],
                        constraints: Sequence[Constraint] = ()) -> None:
     """Raise :class:`ConstraintMetricMissing` (one line, with the key paths and what the
-    report has) when the first report lacks a metric the space names."""
+    report has) when the first report lacks a metric the space names. A sweep of one
+    objective and no constraints is not checked here: a trial that never reports its
+    objective fails at its end, with what it did report."""
+    if len(objectives) < 2 and not constraints:
+        return
     import difflib
 
     from ray.tune.result import AUTO_RESULT_KEYS
@@ -125,6 +129,15 @@ def check_first_report(report: Mapping[str, Any], objectives: Sequence[Objective
             f"the trial's first report has no {'; no '.join(hints)}; it reports "
             f"{', '.join(metrics) or 'no metrics'}. Report that metric from the trainable, "
             "or change the space file")
+
+
+def study_value(objectives: Sequence[Objective], *, final_value: Any,
+                last: Mapping[str, Any] | None) -> Any:
+    """What the study is told at a trial's end: the row's final value for one objective;
+    for several, each objective's value in the trial's last report (a list, in order)."""
+    if len(objectives) > 1:
+        return [(last or {}).get(o.metric) for o in objectives]
+    return final_value
 
 
 def violations(constraints: Sequence[Constraint], metrics: Mapping[str, Any]) -> list[float]:

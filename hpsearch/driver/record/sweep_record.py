@@ -43,7 +43,7 @@ from optuna.trial import TrialState
 
 from hpsearch.driver.record.seams import Observers, RecordObserver, RecordWatcher
 from hpsearch.driver.record.objectives import (objective_values, report_values,
-                                               set_constraints, violations)
+                                               set_constraints, study_value, violations)
 from hpsearch.driver.record.study import (RecordedTrial, check_sweep_study, open_study,
                                           recorded_trials, study_outcome, study_step)
 from hpsearch.errors import StorageError, SweepNotFoundError
@@ -261,10 +261,8 @@ class SweepRecord:
             return None
         status = self.rows.end(trial_id, errored=errored, returned=returned)
         self._ended(trial_id)
-        if self.spec.several_objectives:
-            value: Any = [(last or {}).get(o.metric) for o in self.spec.objectives]
-        else:
-            value = self.rows.trials[trial_id].get("final_value")
+        value = study_value(self.spec.objectives, last=last,
+                            final_value=self.rows.trials[trial_id].get("final_value"))
         state, value = study_outcome(status, value=value, has_reports=reported)
         try:
             trial.set_user_attr("status", status)

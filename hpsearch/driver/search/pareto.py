@@ -126,6 +126,10 @@ class ParetoRungs:
             return None
         return out if all(math.isfinite(x) for x in out) else None
 
+    def describe(self) -> str:
+        """One line for Tune's status: the rungs."""
+        return f"MO-ASHA (rungs {', '.join(map(str, self.milestones))})"
+
     def judge(self, key: str, t: float, values: Sequence[Any]) -> bool:
         """Record trial ``key``'s objectives ``values`` at ``t``; whether it stops there."""
         milestone = next((m for m in reversed(self.milestones)

@@ -39,7 +39,9 @@ import hashlib
 import math
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Brackets", "Rungs", "bracket_draw", "make_rungs", "milestones_of"]
+from hpsearch.driver.search.pareto import ParetoRungs
+
+__all__ = ["Brackets", "RungRule", "Rungs", "bracket_draw", "make_rungs", "milestones_of"]
 
 
 def milestones_of(*, grace_period: float, max_t: float, reduction_factor: float) -> tuple:
@@ -108,6 +110,11 @@ class Rungs:
         while no finite score is recorded there."""
         finite = self._finite[milestone]
         return _lerp_quantile(finite, self.quantile) if finite else None
+
+    def describe(self) -> str:
+        """One line for Tune's status: the cutoff at each rung."""
+        cuts = ", ".join(f"{m:g}: {self.cutoff(m)}" for m in self.milestones)
+        return f"ASHA (cutoffs {cuts})"
 
     def judge(self, key: str, t: float, value: Any) -> bool:
         """Record a report of trial ``key`` at ``t`` (``time_attr`` units); returns whether
@@ -204,6 +211,10 @@ class Brackets:
         """The rungs that judge trial ``key``."""
         return self.brackets[self.index(key)]
 
+    def describe(self) -> str:
+        """One line for Tune's status: each bracket's cutoffs."""
+        return "; ".join(b.describe() for b in self.brackets)
+
     def judge(self, key: str, t: float, value: Any) -> bool:
         """:meth:`Rungs.judge` in the trial's own bracket."""
         return self.bracket(key).judge(key, t, value)
@@ -221,12 +232,24 @@ class Brackets:
         return sum(len(r) for b in self.brackets for r in b.recorded.values()) - before
 
 
-def make_rungs(scheduler: Any, *, mode: str, seed: int | None = 0) -> Rungs | Brackets:
-    """The rule of a spec's ``scheduler`` section for an objective of ``mode``: one
-    bracket's :class:`Rungs` (``brackets: 1``, the default), else :class:`Brackets`."""
+#: A rung rule: what :func:`make_rungs` returns. All three have the same interface
+#: (``judge``, ``seed``, ``seed_from``, ``milestones``, ``describe``).
+RungRule = Rungs | Brackets | ParetoRungs
+
+
+def make_rungs(scheduler: Any, *, modes: Sequence[str], seed: int | None = 0) -> RungRule:
+    """The rung rule of a spec's ``scheduler`` section for objectives of ``modes`` (one
+    per objective, in order): one bracket's :class:`Rungs` (``brackets: 1``, the default),
+    :class:`Brackets` with more, and MO-ASHA's
+    :class:`~hpsearch.driver.search.pareto.ParetoRungs` for several objectives (the space's
+    validation refuses brackets with several). The one place that tells them apart: the
+    sweep's scheduler, the planner and the replay take the rule from here."""
+    if len(modes) > 1:
+        return ParetoRungs(milestones=scheduler.rungs(),
+                           reduction_factor=scheduler.reduction_factor, modes=tuple(modes))
     if scheduler.brackets == 1:
         return Rungs(milestones=scheduler.rungs(), reduction_factor=scheduler.reduction_factor,
-                     mode=mode)
+                     mode=modes[0])
     return Brackets(grace_period=scheduler.grace_period, max_t=scheduler.max_t,
                     reduction_factor=scheduler.reduction_factor, brackets=scheduler.brackets,
-                    mode=mode, seed=seed)
+                    mode=modes[0], seed=seed)

@@ -16,8 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from hpsearch.driver.search.pareto import ParetoRungs
-from hpsearch.driver.search.rungs import Brackets, Rungs, make_rungs
+from hpsearch.driver.search.rungs import RungRule, make_rungs
 from hpsearch.driver.search.ids import hpsearch_id
 from hpsearch.driver.record.study import RecordedTrial
 from hpsearch.driver.record.sweep_record import SweepRecord
@@ -56,10 +55,8 @@ class SweepASHA(FIFOScheduler):
                  seeded: Mapping[str, Mapping[float, float]] | None = None):
         super().__init__()
         s = spec.scheduler
-        self.rungs: Rungs | Brackets | ParetoRungs = ParetoRungs(
-            milestones=s.rungs(), reduction_factor=s.reduction_factor,
-            modes=[o.mode for o in spec.objectives]) if spec.several_objectives \
-            else make_rungs(s, mode=spec.objective.mode, seed=spec.search.seed)
+        self.rungs: RungRule = make_rungs(
+            s, modes=[o.mode for o in spec.objectives], seed=spec.search.seed)
         self.rungs.seed_from(seeded or {})
         self.time_key = s.result_key
         self.metrics = [o.metric for o in spec.objectives]
@@ -95,12 +92,7 @@ class SweepASHA(FIFOScheduler):
             self.rungs.judge(hpsearch_id(trial), result[self.time_key], self._value(result))
 
     def debug_string(self) -> str:
-        if isinstance(self.rungs, ParetoRungs):
-            return f"hpsearch MO-ASHA (rungs {', '.join(map(str, self.rungs.milestones))})"
-        brackets = self.rungs.brackets if isinstance(self.rungs, Brackets) else (self.rungs,)
-        cuts = ["cutoffs " + ", ".join(f"{m:g}: {b.cutoff(m)}" for m in b.milestones)
-                for b in brackets]
-        return f"hpsearch ASHA ({'; '.join(cuts)})"
+        return f"hpsearch {self.rungs.describe()}"
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles the Tuner's config once into tuner.pkl, which hpsearch never reads.

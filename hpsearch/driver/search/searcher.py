@@ -143,8 +143,7 @@ class SweepSearcher(Searcher):
                                  result.get("training_iteration")))
         except (TypeError, ValueError):
             return
-        if live.last is None and self.problem is None and (
-                self.spec.several_objectives or self.spec.constraints):
+        if live.last is None and self.problem is None:
             try:
                 check_first_report(result, self.spec.objectives, self.spec.constraints)
             except ConstraintMetricMissing as exc:

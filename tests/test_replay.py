@@ -115,6 +115,19 @@ def test_hpsearchs_study_and_records_say_how_each_replayed_trial_ended(digits):
     assert any(e < run_spec.scheduler.max_t for e in ended.values())
 
 
+def test_the_sweeps_own_stopper_ends_hpsearchs_replay_at_its_budget(digits):
+    """As Tune asks the sweep's stopper at each step, the replay asks it before each
+    evaluation: its time budget, on the replay's clock, ends the replay."""
+    from hpsearch.driver.monitor.stops import TIME_BUDGET
+
+    spec, table, surrogate = digits
+    run_spec, driver = build("hpsearch", spec, seed=2, workers=4)
+    row = simulate("hpsearch", table, surrogate, run_spec, seed=2, workers=4, budget=2.0,
+                   driver=driver)
+    assert driver.stopper.reason == TIME_BUDGET
+    assert 1.9 < row["clock"] <= 2.0 and driver.now > 2.0  # the first evaluation past it
+
+
 def test_every_method_replays(digits):
     from benchmarks.replay.methods import unavailable
 

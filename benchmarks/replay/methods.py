@@ -15,8 +15,10 @@ the trial goes on, and its end with the last result):
   :func:`~hpsearch.driver.search.schedulers.make_scheduler` and the tables callback over
   one :class:`~hpsearch.driver.record.sweep_record.SweepRecord` (in memory), the sampler
   (:func:`~hpsearch.driver.search.samplers.make_sampler`) and the admission, built as
-  ``hpsearch run`` builds them from the space file (``driver/sweep/fit.py``), without the
-  journal and tables files, the ledger and the disk watch, which decide nothing in a replay.
+  ``hpsearch run`` builds them from the space file (``driver/sweep/fit.py``), and the
+  sweep's stopper on the replay's clock, which ends the replay at its budget (``over``);
+  without the journal and tables files, the ledger and the disk watch, which decide
+  nothing in a replay.
 * :class:`RayStockDriver`: Ray Tune's ``OptunaSearch`` (its default TPE) and
   ``ASHAScheduler`` on ``training_iteration``, as the Tune docs write them: a trial ASHA
   stops is told to Optuna as complete with its last value.
@@ -99,6 +101,7 @@ class HpsearchDriver:
         from hpsearch.driver.search.schedulers import make_scheduler
         from hpsearch.driver.search.searcher import SweepSearcher
 
+        self.spec = spec
         self.record = SweepRecord.in_memory(spec)
         self.study = self.record.open_study(directions=directions(spec.objectives),
                                             sampler=make_sampler(spec))
@@ -109,6 +112,23 @@ class HpsearchDriver:
         self.tables = TablesCallback(self.record)
         self.finished = Searcher.FINISHED
         self.trials: dict[str, _TuneTrial] = {}
+        self.stopper: Any = None  # the sweep's stopper, on the replay's clock (``over``)
+        self.now = 0.0
+
+    def over(self, now: float, budget: float) -> bool:
+        """Whether the sweep ends at ``now``: asked by the replay's loop before each
+        evaluation, as Tune asks the sweep's stopper at each step. The stopper is the one
+        ``hpsearch run`` builds (``driver/sweep/fit.py``), on the replay's clock, with the
+        replay's ``budget`` as ``budget.time`` (both in time(R) units), so its time budget
+        and its all-failed rule end the replay."""
+        from hpsearch.driver.monitor.stops import SweepStopper
+
+        if self.stopper is None:  # its clock starts at the replay's 0
+            self.stopper = SweepStopper(self.records, time_budget_s=budget,
+                                        all_failed_after=min(self.spec.trials.num, 3),
+                                        clock=lambda: self.now)
+        self.now = now
+        return self.stopper.stop_all()
 
     def start(self, tune_id: str) -> tuple[str, dict] | None:
         from hpsearch.driver.search.ids import TRIAL_ID_KEY

@@ -5,7 +5,8 @@ a worker that starts a trial at ``t`` delivers its epoch ``e`` evaluation at
 ``t + overhead + times[config][e - 1] / time(R)``. The loop takes the earliest evaluation,
 hands it to the method (:mod:`benchmarks.replay.methods`), and when the trial is stopped or
 has no more evaluations, the worker asks the method for the next trial at once. A replay
-ends at ``budget`` (time(R) units of wall clock); trials running then are cut there.
+ends at ``budget`` (time(R) units of wall clock), which hpsearch's driver decides with the
+sweep's own stopper; trials running then are cut there.
 
 The configuration a trial is answered with is the surrogate's nearest recorded one
 (:class:`~benchmarks.replay.curves.Surrogate`), with one of its recorded training seeds
@@ -90,10 +91,12 @@ def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *
         trial.accounted += spent
         busy[trial.precision] = busy.get(trial.precision, 0.0) + spent
 
+    # The method's own end of the sweep (hpsearch's stopper), else the budget.
+    over = getattr(driver, "over", None) or (lambda t, budget: t > budget)
     for _ in range(workers):
         start(0.0)
     now = 0.0
-    while queue and queue[0][0] <= budget:
+    while queue and not over(queue[0][0], budget):
         now, _, trial = heapq.heappop(queue)
         account(trial, now)
         value = trial.values[trial.epoch]

@@ -1,0 +1,1 @@
+"""Workloads that exist for the benchmarks only (a held-out table for the replay, #38)."""

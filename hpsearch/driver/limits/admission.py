@@ -120,15 +120,15 @@ class Admission:
         """Trials the sweep may run at once now: its slots, or its share when shared.
 
         ``starting``: the answer decides whether a trial starts. A share the sweep knew
-        is enough to say wait; a start waits for the ledger's answer to this report,
-        since the answer in flight may predate a sweep that registered since (with the
-        stale share, a sweep started three trials at once on a share of two)."""
+        is enough to say wait; a start takes a share the ledger answered within the last
+        0.25 s, since an older answer may predate a sweep that registered since (with
+        it, a sweep started three trials at once on a share of two)."""
         if self.ledger is None:
             return self.slots
         want = self.want(active=active, to_start=to_start)
         share = self.ledger.update(active, want=want, fresh=starting)
         if starting and active < min(self.slots, share):
-            share = self.ledger.update(active, want=want, force=True)
+            share = self.ledger.confirmed(active)
         return min(self.slots, share)
 
     def decide(self, *, active: int, to_start: int) -> str:

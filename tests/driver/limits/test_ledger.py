@@ -36,6 +36,16 @@ def test_shares_follow_the_ledger_without_the_driver_waiting_for_each_answer(ray
         eventually(a, 1, cpus - cpus // 2)
         b.close()
         eventually(a, 1, cpus)  # `b` gone: all of it again
+        # A start's check hears of a sweep that registered since at once: it waits for a
+        # new answer when the one it has is over 0.25 s old.
+        c = LedgerClient(SweepClaim("test-c", "c", {"CPU": 1}, want=cpus, registered=3.0))
+        try:
+            assert c.update(0, force=True) == cpus // 2
+            time.sleep(0.3)
+            assert a.confirmed(1) == cpus - cpus // 2 and a._pending is None
+        finally:
+            c.close()
+        eventually(a, 1, cpus)
         # A new `want` waits for its answer.
         assert a.update(1, want=1) == 1 and a._pending is None
     finally:

@@ -248,6 +248,9 @@ def test_the_search_is_held_back_only_while_the_share_keeps_it_below_its_slots(s
         def update(self, running, *, want=None, force=False, fresh=False):
             return self.share
 
+        def confirmed(self, running, *, want=None):
+            return self.share
+
         def close(self):
             pass
 

@@ -156,7 +156,7 @@ class LedgerClient:
         self.every_s = every_s
         self.share: int = claim.want
         self.last = 0.0  # when the last report went out
-        self.answered = 0.0  # when the share was last answered
+        self.answered = 0.0  # when the report behind the share known went out
         self._actor = None
         self._pending: Any = None  # the report sent and not answered yet
 
@@ -191,7 +191,7 @@ class LedgerClient:
             self._pending = self._ledger().report.remote(self.claim, running)
             if force:
                 self.share, self._pending = ray.get(self._pending, timeout=self.TIMEOUT_S), None
-                self.answered = time.monotonic()
+                self.answered = self.last
         except Exception:  # noqa: BLE001 - no ledger: behave as a sweep alone
             self.share, self._pending = self.claim.want, None
             self.answered = time.monotonic()
@@ -217,8 +217,10 @@ class LedgerClient:
 
             ready, _ = ray.wait([self._pending], timeout=0)
             if ready:
+                # as fresh as the report it answers: an answer that was in flight while
+                # another sweep registered does not know of it
                 self.share, self._pending = ray.get(ready[0]), None
-                self.answered = time.monotonic()
+                self.answered = self.last
             elif time.monotonic() - self.last > self.TIMEOUT_S:
                 raise TimeoutError
         except Exception:  # noqa: BLE001 - no ledger: behave as a sweep alone

@@ -247,6 +247,7 @@ def test_notebook_reads_the_front_of_a_sweep_of_several_objectives(tmp_path, mon
     raw["objective"] = [{"metric": "val_loss", "mode": "min"},
                         {"metric": "samples_per_s", "mode": "max"}]
     raw["constraints"] = [{"metric": "val_accuracy", "min": 0.5}]
+    raw["scheduler"] = {**raw["scheduler"], "brackets": 1}  # MO-ASHA has one bracket
     sweep = write_sweep(tmp_path, raw)
     ns = run_notebook(sweep, monkeypatch)
     assert list(ns["front"]["trial_id"]) == ["a1b2c3d4"]

@@ -21,17 +21,8 @@ from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
 from hpsearch.space._yaml import REJECTED, Index
 from hpsearch.space.duration import parse_deadline, parse_duration
 from hpsearch.workloads.resolve import TrainableRef, check_reference, find_trainable
-from hpsearch.space.spec import (
-    TRIAL_COLUMNS,
-    Budget,
-    Checkpoints,
-    Command,
-    Resources,
-    Scheduler,
-    Search,
-    Spec,
-    Trials,
-)
+from hpsearch.space.spec import (TRIAL_COLUMNS, Budget, Checkpoints, Command, Resources,
+                                 Scheduler, Search, Spec, Trials, with_default_brackets)
 
 __all__ = ["SECTIONS", "sort_issues", "storage_problem", "validate"]
 
@@ -117,7 +108,9 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
     if not ok(params, *parts.values()):
         return BAD
     searched, fixed = params
-    raw = copy.deepcopy(dict(raw))
+    raw, scheduler = with_default_brackets(copy.deepcopy(dict(raw)), scheduler,
+                                           several=bool(parts["more_objectives"]))
+    parts["scheduler"] = scheduler
     if isinstance(trainable, Command):
         check_command(trainable, report, params=searched, fixed=fixed,
                       objective=parts["objective"], scheduler=scheduler,

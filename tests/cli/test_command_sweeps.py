@@ -81,7 +81,8 @@ def test_an_unmodified_script_swept_with_asha_at_one_and_two_workers(tmp_path, s
         params:
           lr: {type: float, low: 1.0e-3, high: 3.0e-1, log: true}
         search: {seed: 3, n_startup_trials: 3}
-        scheduler: {type: asha, time_attr: epoch, max_t: 9, grace_period: 1, reduction_factor: 3}
+        scheduler: {type: asha, time_attr: epoch, max_t: 9, grace_period: 1, reduction_factor: 3,
+                    brackets: 1}  # every trial judged at epoch 1: one is stopped there
         trials: {num: 5, max_concurrent: 2}
     """)
     result = hpsearch_cmd("run", str(space), cwd=tmp_path)

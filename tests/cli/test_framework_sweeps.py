@@ -48,7 +48,7 @@ def printed_evaluations(log: str) -> list[float]:
 def test_hf_trainer_recipe_swept_with_asha(tmp_path, session_ray):
     pytest.importorskip("transformers")
     root = sweep("hf_trainer", tmp_path, "trials.num=4", "trials.max_concurrent=1",
-                 "search.seed=1", "search.n_startup_trials=4")
+                 "search.seed=1", "search.n_startup_trials=4", "scheduler.brackets=1")
     trials = hpsearch.read_trials(root)
     history = hpsearch.read_history(root)
     assert "stopped_by_asha" in set(trials.status), trials[["trial_id", "status"]]
@@ -69,7 +69,7 @@ def test_hf_trainer_recipe_swept_with_asha(tmp_path, session_ray):
 def test_lightning_recipe_swept_with_asha(tmp_path, session_ray):
     pytest.importorskip("lightning")
     root = sweep("lightning", tmp_path, "trials.num=4", "trials.max_concurrent=1",
-                 "search.seed=1", "search.n_startup_trials=4")
+                 "search.seed=1", "search.n_startup_trials=4", "scheduler.brackets=1")
     trials = hpsearch.read_trials(root)
     history = hpsearch.read_history(root)
     assert "stopped_by_asha" in set(trials.status), trials[["trial_id", "status"]]

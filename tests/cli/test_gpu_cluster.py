@@ -357,7 +357,8 @@ def test_two_worker_trials_run_two_at_once_each_worker_on_its_own_gpu(
         tmp_path, simulated_gpu_cluster):
     result, trials, history, out = run(tmp_path, gpu_space(
         "gpu-ddp", workers=2, gpus_per_worker=1, num=4,
-        scheduler={"type": "asha", "max_t": 4, "grace_period": 1, "reduction_factor": 2}))
+        scheduler={"type": "asha", "max_t": 4, "grace_period": 1, "reduction_factor": 2,
+                   "brackets": 1}))
     assert result.status == "finished", trials[["status", "error"]]
 
     # max_concurrent: auto counts GPUs: the CPUs would fit 4 trials, the 4 GPUs fit 2.

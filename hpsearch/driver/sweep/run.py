@@ -251,7 +251,22 @@ def _resumed_spec(sweep: SweepDir, *, trials: int | None, time_budget: str | Non
     # Without --deadline, the one the sweep ran with applies if still ahead (resolved
     # from the manifest, not from the space, where "07:00" would mean the next 07:00).
     never = [] if deadline is not None else ["budget.deadline=null"]
-    return load_space(sweep.space, overrides + never), bool(overrides)
+    return load_space(sweep.space, overrides + never + _brackets_as_made(sweep)), bool(overrides)
+
+
+def _brackets_as_made(sweep: SweepDir) -> list[str]:
+    """A sweep's space file holds the brackets it was made with, resolved; one made before
+    ``brackets`` had a default of its own left them out, and ran one."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(sweep.space.read_text())
+        scheduler = raw.get("scheduler") or {}
+        if "brackets" in scheduler or scheduler.get("type", "asha") != "asha":
+            return []
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return []  # load_space says what is wrong with it
+    return ["scheduler.brackets=1"]
 
 
 def _stop_orphans(manifest: dict, stream: Any) -> None:

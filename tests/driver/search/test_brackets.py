@@ -197,3 +197,45 @@ def test_several_objectives_refuse_brackets_in_one_line():
     assert "scheduler.brackets: several objectives are stopped by MO-ASHA, one bracket: " \
            "set it to 1 (got 2)" in text
     spec_for("min", brackets=1, objectives=objectives)
+
+
+def test_a_space_that_leaves_brackets_out_gets_two_where_its_rungs_allow_and_keeps_them():
+    def spec_without(**changes):
+        raw = {"name": "r", "trainable": "digits", "objective": {"metric": "v", "mode": "min"},
+               "params": {"lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}},
+               "scheduler": {"type": "asha", "max_t": 9, "grace_period": 1,
+                             "reduction_factor": 3}}
+        for key, value in changes.items():
+            raw[key] = {**raw[key], **value} if isinstance(value, dict) else value
+        return parse_space(raw)
+
+    spec = spec_without()  # rungs 1 and 3 below max_t 9
+    assert spec.scheduler.brackets == 2 and spec.raw["scheduler"]["brackets"] == 2
+    rungs = SweepASHA(spec, record=SweepRecord.in_memory(spec)).rungs
+    assert isinstance(rungs, Brackets) and [b.milestones for b in rungs.brackets] == [(1, 3),
+                                                                                      (3,)]
+    assert spec_without(scheduler={"max_t": 3}).scheduler.brackets == 1  # one rung: 1
+    assert spec_without(scheduler={"type": "fifo"}).scheduler.brackets == 1
+    several = spec_without(objective=[{"metric": "v", "mode": "min"},
+                                      {"metric": "w", "mode": "max"}])
+    assert several.scheduler.brackets == 1 and several.raw["scheduler"]["brackets"] == 1
+    assert spec_without(scheduler={"brackets": 1}).scheduler.brackets == 1  # as written
+
+
+def test_a_sweep_made_before_brackets_had_a_default_resumes_with_one(tmp_path):
+    import yaml
+
+    from hpsearch.driver.sweep.run import _resumed_spec
+    from hpsearch.store.layout import SweepDir
+
+    made = spec_for("min", max_t=9, brackets=1).raw
+    del made["scheduler"]["brackets"]  # an older hpsearch wrote the space as the user did
+    sweep = SweepDir.at(tmp_path, "older")
+    sweep.path.mkdir(parents=True)
+    sweep.space.write_text(yaml.safe_dump(made))
+    assert _resumed_spec(sweep, trials=None, time_budget=None,
+                         deadline=None)[0].scheduler.brackets == 1
+    made["scheduler"]["brackets"] = 2  # this hpsearch writes the default it resolved
+    sweep.space.write_text(yaml.safe_dump(made))
+    assert _resumed_spec(sweep, trials=None, time_budget=None,
+                         deadline=None)[0].scheduler.brackets == 2

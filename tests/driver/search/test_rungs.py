@@ -29,7 +29,7 @@ def spec_for(mode, *, max_t=9, grace=1, rf=3):
         "name": "r", "trainable": "digits", "objective": {"metric": "v", "mode": mode},
         "params": {"lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}},
         "scheduler": {"type": "asha", "time_attr": "epoch", "max_t": max_t,
-                      "grace_period": grace, "reduction_factor": rf},
+                      "grace_period": grace, "reduction_factor": rf, "brackets": 1},
     })
 
 

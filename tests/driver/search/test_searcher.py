@@ -36,7 +36,8 @@ def make_spec(mode="min", *, max_t=9, time_attr="epoch", num=8):
         "name": "s", "trainable": "digits", "objective": {"metric": "val_loss", "mode": mode},
         "params": params, "search": {"algorithm": "tpe", "seed": 3, "n_startup_trials": 2},
         "scheduler": {"type": "asha", "time_attr": time_attr, "max_t": max_t,
-                      "grace_period": 1 if time_attr != "time" else 10, "reduction_factor": 3},
+                      "grace_period": 1 if time_attr != "time" else 10, "reduction_factor": 3,
+                      "brackets": 1},
         "trials": {"num": num},
     })
 

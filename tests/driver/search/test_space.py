@@ -111,7 +111,8 @@ def test_sampler_follows_the_search_section():
 @pytest.mark.parametrize("mode", ["min", "max"])
 def test_asha_scheduler_uses_time_attr_objective_and_rungs(mode):
     spec = make_spec(mode=mode, scheduler={"type": "asha", "time_attr": "epoch", "max_t": 12,
-                                           "grace_period": 1, "reduction_factor": 3})
+                                           "grace_period": 1, "reduction_factor": 3,
+                                           "brackets": 1})
     scheduler = make_scheduler(spec)
     assert isinstance(scheduler, SweepASHA)
     assert (scheduler.time_key, scheduler.metrics, scheduler.max_t) == ("epoch", ["val_loss"], 12)

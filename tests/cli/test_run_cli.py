@@ -35,7 +35,7 @@ def test_dry_run_prints_the_plan_without_starting_ray(tmp_path):
     result = hpsearch_cmd("run", QUICKSTART, "--dry-run", cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "dry run: no trial started" in result.stdout
-    assert "rungs at epochs 1, 3" in result.stdout
+    assert "rungs at epochs 1, 3, 2 brackets" in result.stdout
     assert "worst case" in result.stdout
     assert not (tmp_path / "runs").exists()
 

@@ -80,7 +80,9 @@ class Plan:
             f"trials       {spec.trials.num}, {self.slots} at once "
             f"(each: {res.workers} worker(s), {_fmt_used(self.demand)}; cluster: {_fmt_used(self.cluster)})",
             f"scheduler    {spec.scheduler.type}, max_t {spec.scheduler.max_t} {unit}"
-            + (f", rungs at {unit} {', '.join(map(str, self.rungs))}" if self.rungs else ""),
+            + (f", rungs at {unit} {', '.join(map(str, self.rungs))}" if self.rungs else "")
+            + (f", {spec.scheduler.brackets} brackets" if spec.scheduler.type == "asha"
+               and spec.scheduler.brackets > 1 else ""),
             f"worst case   {self.worst_units:g} worker-{unit} "
             f"({spec.trials.num} trials x {spec.scheduler.max_t} {unit} x {res.workers} workers)",
         ]

@@ -30,6 +30,8 @@ __all__ = ["Finished", "Launch", "check_program", "run_command"]
 _SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
 #: Seconds the output is still read after the command's supervisor has exited.
 DRAIN_S = 2.0
+#: Seconds between two asks of ``should_stop``.
+POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -108,14 +110,18 @@ def run_command(launch: Launch, on_line: Callable[[str], None], *,
     reader.start()
     stopped = False
     drained_by: float | None = None
+    poll_at = time.monotonic() + POLL_S
     try:
         while True:
-            try:
-                line = lines.get(timeout=0.5)
-            except queue.Empty:
-                if should_stop is not None and should_stop():
+            if should_stop is not None and time.monotonic() >= poll_at:
+                # twice a second, lines or none: a chatty script is stopped as promptly
+                poll_at = time.monotonic() + POLL_S
+                if should_stop():
                     stopped = True
                     break
+            try:
+                line = lines.get(timeout=POLL_S)
+            except queue.Empty:
                 if proc.poll() is not None:
                     # The command's tree is down, yet a process it handed its output to
                     # holds the pipe open (one that escaped the supervisor): read what is

@@ -16,6 +16,9 @@ left here has no public form:
                                     (``ray._private.worker``)
 :func:`reopen_trial`                the ``optuna.Trial`` of a running trial a resumed
                                     sweep continues (``Study._storage``, ``_study_id``)
+:func:`trial_stop_event`            the event Tune sets when it stops the function
+                                    trial this thread runs, so a command trial ends its
+                                    command at once (``ray.train._internal.session``)
 :func:`raylet_messages_to`          the messages the raylet publishes to the driver
                                     (worker start-up warnings), which Ray prints from a
                                     thread of its own even with ``log_to_driver=False``
@@ -39,7 +42,7 @@ from hpsearch.errors import HpsearchError
 __all__ = ["TESTED_OPTUNA", "TESTED_RAY", "InternalsChanged", "gcs_auth_problem", "internal",
            "local_ray_processes", "quiet_token_notice", "raylet_messages_to",
            "reap_orphan_placement_groups", "is_orphan_group",
-           "reopen_trial", "running_local_cluster", "version_note"]
+           "reopen_trial", "running_local_cluster", "trial_stop_event", "version_note"]
 
 logger = logging.getLogger(__name__)
 
@@ -246,6 +249,19 @@ def reopen_trial(study: Any, number: int) -> Any:
     study_id = internal(study, "_study_id", what=what, package="optuna")
     return optuna.trial.Trial(study, storage.get_trial_id_from_study_id_trial_number(
         study_id, number))
+
+
+def trial_stop_event() -> Any:
+    """The ``threading.Event`` Tune sets when it stops the function trial running in this
+    actor (``_TrainSession.stop_event``; a reused actor's next trial gets a new one), or
+    ``None`` outside a Tune trial. Tune's own check of it comes at the trial's next
+    report, which a command trial makes only when its script prints one."""
+    from ray.train._internal import session
+
+    current = session.get_session()
+    if current is None:
+        return None
+    return internal(current, "stop_event", what="ending a stopped command trial at once")
 
 
 def quiet_token_notice() -> None:

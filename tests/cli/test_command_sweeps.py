@@ -163,6 +163,50 @@ def test_a_script_slow_to_exit_when_stopped_does_not_hold_up_the_next_trial(
     print(f"3 trials in {took:.1f} s")
 
 
+def test_one_actor_runs_trial_after_trial_and_a_stopped_script_is_ended_at_once(
+        tmp_path, session_ray):
+    """One-worker command trials reuse Tune's actor (a new one costs seconds a trial),
+    and a trial ASHA stops has its command ended at once: here its next report would
+    come two minutes later, and Tune reuses the actor only once the stopped trial's
+    thread has ended, else it fails the next trial and the sweep hangs."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import os, sys, time
+        counter = sys.argv[1]  # each trial is worse than the one before it
+        try:
+            n = int(open(counter).read())
+        except FileNotFoundError:
+            n = 0
+        open(counter, "w").write(str(n + 1))
+        def parent(pid):
+            return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        # the supervisor's guard, then its front; the front's parent is the trial's actor
+        print("actor", parent(parent(os.getppid())), flush=True)
+        print(f"epoch=1 val_loss={n + 1}", flush=True)
+        if n:
+            time.sleep(120)  # a worse trial's next report would come much later
+        for epoch in (2, 3):
+            print(f"epoch={epoch} val_loss={n + 1 / epoch}", flush=True)
+    """))
+    space = write_space(tmp_path, f"""\
+        name: reuse
+        trainable: {{command: 'python train.py {tmp_path / "count.txt"} --lr={{lr}}'}}
+        objective: {{metric: val_loss, mode: min}}
+        params: {{lr: {{type: float, low: 1.0e-3, high: 1.0e-2}}}}
+        scheduler: {{type: asha, time_attr: epoch, max_t: 3, grace_period: 1,
+                    reduction_factor: 3}}
+        trials: {{num: 3, max_concurrent: 1}}
+    """)
+    result = hpsearch_cmd("run", str(space), cwd=tmp_path, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    root = tmp_path / "runs" / "reuse"
+    trials = hpsearch.read_trials(root)
+    assert list(trials.status) == ["completed", "stopped_by_asha", "stopped_by_asha"], trials
+    actors = {(root / "trials" / t / "output.log").read_text().split("actor ")[1].split()[0]
+              for t in trials.trial_id}
+    assert len(actors) == 1, actors  # one actor for the three trials
+    wait_until(lambda: commands_alive(tmp_path / "train.py") == [], timeout=30)
+
+
 def test_a_failing_script_fails_its_trials_with_its_last_lines(tmp_path, session_ray):
     (tmp_path / "train.py").write_text(
         "import sys\nprint('loading data')\nprint('no data at /data', file=sys.stderr)\n"

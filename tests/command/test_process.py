@@ -117,6 +117,25 @@ def test_lines_arrive_as_printed_and_a_stop_takes_the_tree_down(script, tmp_path
         kill_left(pids)
 
 
+def test_a_stop_is_heard_while_the_script_keeps_printing(tmp_path):
+    """``should_stop`` is asked twice a second even when lines never pause (a progress
+    bar): Tune's stop of a trial, or its quiet limit, must not wait for the script to fall
+    silent. The script prints every 20 ms for 30 s, and is stopped at its first ask."""
+    code = ("import time\nfor i in range(1500):\n    print('tick', i, flush=True)\n"
+            "    time.sleep(0.02)\n")
+    asked: list[float] = []
+
+    def should_stop() -> bool:
+        asked.append(time.monotonic())
+        return True
+
+    started = time.monotonic()
+    finished = run_command(Launch([sys.executable, "-c", code], cwd=str(tmp_path), grace_s=2),
+                           lambda line: None, should_stop=should_stop)
+    assert finished.code is None and len(asked) == 1  # stopped, at the first ask
+    assert asked[0] - started < 5, "asked only once the script had stopped printing"
+
+
 def test_exit_code_and_last_lines(tmp_path):
     code = "import sys; print('loading'); print('boom', file=sys.stderr); sys.exit(3)"
     finished = run_command(Launch([sys.executable, "-c", code], cwd=str(tmp_path)),

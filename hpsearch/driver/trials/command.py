@@ -3,9 +3,8 @@
 :class:`CommandRunner` runs a trial's command
 
 * with one worker, from the Tune trial's own actor (which holds the worker's CPUs and
-  GPUs; a new one per trial, see :attr:`CommandRunner.reuse_actors`): no worker group to
-  start, and none of
-  torchrun's variables unless ``trainable.launcher: torchrun`` asks for them, so the
+  GPUs, and which Tune reuses for the next trial, see :attr:`CommandRunner.reuse_actors`):
+  no worker group to start, and none of torchrun's variables unless ``trainable.launcher: torchrun`` asks for them, so the
   script runs exactly as ``python train.py`` by hand;
 * with several, as a Ray Train run (:mod:`hpsearch.driver.trials.command_group`): one
   process per Train worker, with the environment ``torchrun`` gives, so a script that
@@ -24,10 +23,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, Mapping
 
 from hpsearch.command.process import run_command
 from hpsearch.driver.cluster.connect import free_port
+from hpsearch.driver.internals import trial_stop_event
 from hpsearch.driver.trials.command_launch import (
     QuietLimit,
     judge,
@@ -51,15 +51,19 @@ class CommandRunner(Runner):
     def workers(self) -> int:
         return self.n_workers
 
-    #: Never: Tune reuses an actor only once its trial's thread has ended, within 2 s of
-    #: the stop (``TUNE_FUNCTION_THREAD_TIMEOUT_S``), and a command's thread ends at the
-    #: script's next report, an epoch later, then takes its process tree down (up to
-    #: ``grace_s``). Past the 2 s, Ray 2.60's Tune fails the next trial ("Trainable
-    #: runner reuse requires reset_config()") and never starts another: the sweep hangs
-    #: with its CPUs free. A trial's own actor is ended with it, and its process tree with
-    #: the actor (the supervisor's parent-death signal), at once. A new actor costs about
-    #: a second; a script's own start (imports, data) costs more.
-    reuse_actors: ClassVar[bool] = False
+    @property
+    def reuse_actors(self) -> bool:  # type: ignore[override]
+        """One worker: Tune reuses a finished trial's actor for the next (a new actor
+        costs seconds a trial on a busy node: 22 trials against 60 in the same 30 s of
+        second-long trials, ``benchmarks/README.md``). Tune reuses it once the old trial's
+        thread has ended, within ``TUNE_FUNCTION_THREAD_TIMEOUT_S`` (2 s by default), else
+        fails the next trial and starts no other. A stopped trial's thread ends with its
+        command: at once when the stop comes at a report (ASHA's), within half a second
+        otherwise (:meth:`run_reporting`), then SIGTERM and up to ``stop_grace_s`` for the
+        script to exit; so the wait is raised to cover that grace
+        (:func:`_await_stopped_command`). A group's thin actor is not reused: with Ray
+        2.60 the sweep then never started its next trial."""
+        return self.n_workers == 1
 
     @property
     def uses_worker_groups(self) -> bool:  # type: ignore[override]
@@ -88,12 +92,19 @@ class CommandRunner(Runner):
         def report(metrics: dict[str, Any]) -> None:
             tune.report({**sanitize_report(metrics, self.spec.objective), **gpus})
 
+        stop = trial_stop_event() if self.n_workers == 1 else None
+        if stop is not None:
+            _await_stopped_command(self.spec.command.stop_grace_s)
         self.run_reporting(config, trial_id=trial_id, trial_dir=str(sweep.trial_dir(trial_id)),
-                           report=report, storage=str(sweep.train))
+                           report=report, storage=str(sweep.train),
+                           stopped=stop.is_set if stop is not None else None)
 
     def run_reporting(self, config: Mapping[str, Any], *, trial_id: str, trial_dir: str,
-                      report: Callable[[dict[str, Any]], None], storage: str) -> None:
-        """Run one trial, calling ``report`` with each of its reports as it comes."""
+                      report: Callable[[dict[str, Any]], None], storage: str,
+                      stopped: Callable[[], bool] | None = None) -> None:
+        """Run one trial, calling ``report`` with each of its reports as it comes;
+        ``stopped`` (a one-worker trial under Tune) says Tune has stopped it, and its
+        command is ended within half a second, not at its next report."""
         if self.n_workers > 1:
             from hpsearch.driver.trials.command_group import run_group
 
@@ -115,6 +126,8 @@ class CommandRunner(Runner):
         metrics = metrics_for(self.spec, trial_dir, counted)  # output, files, pushes
 
         def should_stop() -> bool:
+            if stopped is not None and stopped():
+                return True
             metrics.poll()
             return quiet.exceeded()
 
@@ -152,3 +165,13 @@ class CommandRunner(Runner):
             if conn.started_local:
                 conn.close()
         return reports
+
+
+def _await_stopped_command(grace_s: float) -> None:
+    """Let Tune wait, before it reuses this actor, until a stopped trial's command is gone:
+    seen within half a second of the stop, it gets SIGTERM, ``grace_s`` (``trainable.stop_grace_s``) and then SIGKILL
+    (:mod:`hpsearch.command.process`). Tune reads ``TUNE_FUNCTION_THREAD_TIMEOUT_S``
+    (2 s by default) in this process when it reuses the actor; a script that takes longer
+    to exit on SIGTERM (Lightning writes a checkpoint) would otherwise fail the next trial,
+    and the sweep would start no other."""
+    os.environ["TUNE_FUNCTION_THREAD_TIMEOUT_S"] = str(int(grace_s) + 30)

@@ -48,7 +48,7 @@ def space_text(method: str, seed: int, *, space: str, spec: Any, book: Path,
     change = changes(spec)
     searched = [n for n, p in raw["params"].items() if isinstance(p, dict)]
     command = [sys.executable, str(ROOT / "benchmarks/replay/trial.py"), "--book", str(book),
-               "--seconds-per-r", str(seconds_per_r), "--seed", "{seed}",
+               "--seconds-per-r", str(seconds_per_r), "--seed", "{seed}", "--sweep-seed", str(seed),
                "--metric", spec.objective.metric]
     for name in searched:
         command += [f"--param={name}={{{name}}}"]  # one word: left out when not sampled

@@ -115,6 +115,37 @@ def test_hpsearchs_study_and_records_say_how_each_replayed_trial_ended(digits):
     assert any(e < run_spec.scheduler.max_t for e in ended.values())
 
 
+def test_pasha_replays_with_the_sweeps_own_scheduler_and_record(digits):
+    """``scheduler.progressive: true``: the first trials that run past rung 1 end at the
+    second rung (3 of max_t 6), recorded as stopped by ASHA; the end grows to max_t once
+    the two top rungs rank trials differently, and no trial runs past the end it had."""
+    from hpsearch.driver.search.pasha import ProgressiveRungs
+
+    spec, table, surrogate = digits
+    method = "hpsearch@scheduler.progressive=true@scheduler.brackets=1"
+    run_spec, driver = build(method, spec, seed=0, workers=4)
+    assert isinstance(driver.scheduler.rungs, ProgressiveRungs)
+    ends = []  # the end when each trial ended, and the epochs it ran
+    end = driver.end
+
+    def watched(key, result):
+        ends.append((driver.scheduler.rungs.end, result["epoch"]))
+        end(key, result)
+
+    driver.end = watched
+    row = simulate(method, table, surrogate, run_spec, seed=0, workers=4, budget=4.0,
+                   driver=driver)
+    # the configuration found, trained in full, is at least as good as where it was found
+    assert [t for t, _ in row["found_full"]] == [t for t, _ in row["found"]]
+    assert all(f <= g for (_, f), (_, g) in zip(row["found_full"], row["found"]))
+    assert ends[0][0] == 3 and driver.scheduler.rungs.end == run_spec.scheduler.max_t == 6
+    assert all(epochs <= 6 for _, epochs in ends)
+    opened = next(i for i, (e, _) in enumerate(ends) if e == 6)
+    assert all(epochs <= 3 for _, epochs in ends[:opened - 4])  # 4 ran when it opened
+    rows = driver.records.trials
+    assert any(r["status"] == st.STOPPED_BY_ASHA and r["epochs"] == 3 for r in rows.values())
+
+
 def test_the_sweeps_own_stopper_ends_hpsearchs_replay_at_its_budget(digits):
     """As Tune asks the sweep's stopper at each step, the replay asks it before each
     evaluation: its time budget, on the replay's clock, ends the replay."""

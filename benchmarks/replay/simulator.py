@@ -52,7 +52,9 @@ def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *
     Returns one result row: ``method``, ``seed``, ``curve`` (``[t, best so far]`` at every
     improvement, ``t`` in time(R) units), ``found`` (``[t, the mean over its seeds of the
     configuration and epoch that gave that best]``: the incumbent's worth without the
-    luck of its run), ``trials`` started, ``stopped`` early,
+    luck of its run), ``found_full`` (the same configuration's best mean over the whole
+    run: what it gives when trained in full, as PASHA's users do), ``trials`` started,
+    ``stopped`` early,
     ``worker_time`` by precision (time(R) units), ``ended`` (``[config, epochs, completed]``
     of each trial that ended) and the replay's own ``seconds``. ``max_trials`` starts no
     trial beyond that many (the running ones finish); ``driver`` replays a driver built
@@ -64,7 +66,7 @@ def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *
     metric, sign = spec.objective.metric, table.sign
     rng = random.Random(f"replay-{seed}")
     queue: list[tuple[float, int, _Running]] = []
-    best, curve, found, started, stopped, ended = None, [], [], 0, 0, []
+    best, curve, found, found_full, started, stopped, ended = None, [], [], [], 0, 0, []
     means: dict[int, list[float]] = {}
     order = itertools.count()  # ties in time go first come, first served
     busy: dict[str, float] = {}
@@ -107,6 +109,8 @@ def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *
             if trial.config not in means:
                 means[trial.config] = table.mean_curve(trial.config)
             found.append([round(now, 5), means[trial.config][trial.epoch - 1]])
+            full = [v for v in means[trial.config] if math.isfinite(v)]
+            found_full.append([round(now, 5), min(full) if sign > 0 else max(full)])
         result = {metric: value, "epoch": trial.epoch, "training_iteration": trial.epoch,
                   "time_total_s": (now - trial.started + overhead) * REPLAY_SECONDS_PER_R,
                   "precision": trial.precision,
@@ -124,6 +128,7 @@ def simulate(method: str, table: CurveTable, surrogate: Surrogate, spec: Spec, *
     return {"method": method, "seed": seed, "workload": table.workload, "workers": workers,
             "budget": budget, "overhead": overhead, "time_r_s": table.time_r,
             "best_in_table": table.best(), "curve": curve,
-            "best_mean_in_table": table.best_mean(), "found": found, "trials": started,
+            "best_mean_in_table": table.best_mean(), "found": found,
+            "found_full": found_full, "trials": started,
             "stopped": stopped, "worker_time": busy, "ended": ended, "clock": round(now, 5),
             "seconds": round(time.perf_counter() - clock, 2)}

@@ -13,7 +13,7 @@ list of them), ``constraints`` and ``track``.
 A single mapping under ``objective`` means what it always meant. Each problem is reported
 with its key path (``objective[1].mode``, ``constraints[0]``): a metric named twice, a
 ``mode`` missing, a constraint with neither ``min`` nor ``max``, or with ``min`` above
-``max``.
+``max``; with several objectives, a scheduler that cannot rank them (:func:`several_fit`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any, Mapping
 
 from hpsearch.space._schema import BAD, Report, got, ok
 from hpsearch.space._yaml import REJECTED, Index
-from hpsearch.space.spec import Constraint, MlflowTrack, Objective, Track
+from hpsearch.space.spec import TRIAL_COLUMNS, Constraint, MlflowTrack, Objective, Track
 
-__all__ = ["EXTRAS", "read_constraints", "read_objectives", "read_track"]
+__all__ = ["EXTRAS", "read_constraints", "read_objectives", "read_track", "several_fit"]
 
 _OBJECTIVE = "{metric: val_loss, mode: min}"
 _CONSTRAINT = "{metric: val_accuracy, min: 0.5}"
@@ -154,3 +154,23 @@ def _read_mlflow(section: Mapping, report: Report) -> Any:
     if not ok(uri, experiment):
         return BAD
     return MlflowTrack(tracking_uri=uri, experiment=experiment)
+
+
+def several_fit(parts: dict, scheduler: Any, searched: Any, fixed: Any,
+                 report: Report) -> bool:
+    """Whether several objectives fit the scheduler (MO-ASHA is one bracket, not PASHA);
+    each objective's column name is free."""
+    if scheduler.brackets > 1 or scheduler.progressive:
+        key, fix = (("progressive", "PASHA ranks one objective: leave progressive out")
+                    if scheduler.progressive else ("brackets", "set it to 1 (got "
+                                                   f"{scheduler.brackets})"))
+        report.add(("scheduler", key), "conflict", f"several objectives are stopped by "
+                   f"MO-ASHA, one bracket: {fix}")
+        return False
+    taken = {*TRIAL_COLUMNS, "feasible", "pareto", *(p.name for p in searched), *fixed}
+    for i, o in enumerate((parts["objective"], *parts["more_objectives"])):
+        if o.metric in taken:
+            report.add(("objective", Index(i), "metric"), "name",
+                       f"`{o.metric}` is a column of trials.parquet already (a parameter or "
+                       "one of hpsearch's); each objective gets a column of its name")
+    return True

@@ -121,5 +121,8 @@ def _describe_scheduler(spec: Spec) -> str:
         "no rung before max_t, so ASHA stops no trial early")
     brackets = (f"; {s.brackets} brackets, bracket k from rung k on"
                 if s.brackets > 1 else "")
-    return (f"ASHA: up to {s.max_t} {unit}, keeps the top 1/{s.reduction_factor} at each "
+    if s.progressive and len(rungs) > 1:
+        brackets = (f"; trials end at {rungs[1]} {unit} at first, a rung later each time "
+                    "the top two rungs rank trials differently")
+    return (f"{'PASHA' if s.progressive else 'ASHA'}: up to {s.max_t} {unit}, keeps the top 1/{s.reduction_factor} at each "
             f"rung; {stops}{brackets}")

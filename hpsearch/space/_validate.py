@@ -15,13 +15,13 @@ from typing import Any, Mapping
 
 from hpsearch.errors import SpaceError, TrainableError
 from hpsearch.space._command import check_command, read_command
-from hpsearch.space._measures import read_constraints, read_objectives, read_track
+from hpsearch.space._measures import read_constraints, read_objectives, read_track, several_fit
 from hpsearch.space._params import read_params
 from hpsearch.space._schema import BAD, Report, got, is_number, ok, show
-from hpsearch.space._yaml import REJECTED, Index
+from hpsearch.space._yaml import REJECTED
 from hpsearch.space.duration import parse_deadline, parse_duration
 from hpsearch.workloads.resolve import TrainableRef, check_reference, find_trainable
-from hpsearch.space.spec import (TRIAL_COLUMNS, Budget, Checkpoints, Command, Resources,
+from hpsearch.space.spec import (Budget, Checkpoints, Command, Resources,
                                  Scheduler, Search, Spec, Trials, with_default_brackets)
 
 __all__ = ["SECTIONS", "sort_issues", "storage_problem", "validate"]
@@ -131,16 +131,8 @@ def _read_spec(raw: Any, report: Report, default_name: str, source: str | None,
                           "`time` stops trials after max_t seconds, but the learning-rate "
                           "schedule needs each trial's length: set `epochs` or `max_steps` "
                           "in params (e.g. `epochs: 20`)")
-    if parts["more_objectives"] and scheduler.type == "asha" and scheduler.brackets > 1:
-        return report.add(("scheduler", "brackets"), "conflict", "several objectives are stopped "
-                          f"by MO-ASHA, one bracket: set it to 1 (got {scheduler.brackets})")
-    if parts["more_objectives"]:
-        taken = {*TRIAL_COLUMNS, "feasible", "pareto", *(p.name for p in searched), *fixed}
-        for i, o in enumerate((parts["objective"], *parts["more_objectives"])):
-            if o.metric in taken:
-                report.add(("objective", Index(i), "metric"), "name",
-                           f"`{o.metric}` is a column of trials.parquet already (a parameter "
-                           "or one of hpsearch's); each objective gets a column of its name")
+    if parts["more_objectives"] and not several_fit(parts, scheduler, searched, fixed, report):
+        return BAD
     spec = Spec(params=searched, fixed=fixed, source=source, raw=raw, **parts)
     if contract is not None and not report.issues:
         try:  # rules between keys (min_lr <= lr), on the config `hpsearch trial` would run
@@ -243,7 +235,8 @@ def _read_warm_start(value: Any, path: tuple, report: Report) -> Any:
 
 
 def _read_scheduler(raw: Mapping, report: Report) -> Any:
-    keys = ("type", "time_attr", "max_t", "grace_period", "reduction_factor", "brackets")
+    keys = ("type", "time_attr", "max_t", "grace_period", "reduction_factor", "brackets",
+            "progressive")
     path, section = _section(raw, report, "scheduler", keys)
     if section is BAD:
         return BAD
@@ -264,9 +257,14 @@ def _read_scheduler(raw: Mapping, report: Report) -> Any:
     if kind == "asha" and most and ok(brackets) and brackets > most:
         brackets = report.add(path + ("brackets",), "range", f"must be <= {most}, the rungs below "
                               f"max_t ({max_t}), as bracket s starts at rung s (got {brackets})")
-    if not ok(kind, time_attr, max_t, grace, factor, brackets):
+    progressive = report.flag(section, path, "progressive", default=False)
+    if progressive is True and (kind != "asha" or ok(brackets) and brackets > 1):
+        progressive = report.add(path + ("progressive",), "conflict", "PASHA is one bracket "
+                                 "of ASHA: set type: asha and leave brackets out (got type "
+                                 f"{kind}, brackets {brackets})")
+    if not ok(kind, time_attr, max_t, grace, factor, brackets, progressive):
         return BAD
-    return Scheduler(kind, time_attr, max_t, grace, factor, brackets)  # the fields' order
+    return Scheduler(kind, time_attr, max_t, grace, factor, brackets, progressive)
 
 
 def _read_trials(raw: Mapping, report: Report) -> Any:

@@ -146,6 +146,10 @@ class Scheduler:
     #: Asynchronous Hyperband brackets (asha); 1 is plain ASHA. A space file that leaves
     #: it out gets :func:`default_brackets`.
     brackets: int = 1
+    #: PASHA (asha, one bracket): trials end at the second rung at first, and the end
+    #: grows a rung at a time, up to ``max_t``, while the top two rungs rank trials
+    #: differently (:mod:`hpsearch.driver.search.pasha`).
+    progressive: bool = False
 
     @property
     def result_key(self) -> str:
@@ -186,8 +190,11 @@ def default_brackets(scheduler: Scheduler, *, several: bool = False) -> int:
     (2, 1)
     >>> default_brackets(Scheduler(max_t=9), several=True)
     1
+    >>> default_brackets(Scheduler(max_t=9, progressive=True))  # PASHA is one bracket
+    1
     """
-    return 2 if scheduler.type == "asha" and len(scheduler.rungs()) >= 2 and not several else 1
+    return 2 if (scheduler.type == "asha" and len(scheduler.rungs()) >= 2 and not several
+                 and not scheduler.progressive) else 1
 
 
 def with_default_brackets(raw: dict[str, Any], scheduler: Scheduler, *,

@@ -82,7 +82,9 @@ class Plan:
             f"scheduler    {spec.scheduler.type}, max_t {spec.scheduler.max_t} {unit}"
             + (f", rungs at {unit} {', '.join(map(str, self.rungs))}" if self.rungs else "")
             + (f", {spec.scheduler.brackets} brackets" if spec.scheduler.type == "asha"
-               and spec.scheduler.brackets > 1 else ""),
+               and spec.scheduler.brackets > 1 else "")
+            + (", progressive (PASHA: trials end at the second rung until rankings change)"
+               if spec.scheduler.progressive else ""),
             f"worst case   {self.worst_units:g} worker-{unit} "
             f"({spec.trials.num} trials x {spec.scheduler.max_t} {unit} x {res.workers} workers)",
         ]
@@ -91,7 +93,8 @@ class Plan:
             if self.asha_range is not None and self.asha_range[0] != self.asha_range[1]:
                 spread = f", {self.asha_range[0]:g}-{self.asha_range[1]:g} in 8 of 10 sweeps"
             out.append(f"with ASHA    ~{self.asha_units:g} worker-{unit}{spread} (more when "
-                       "the search improves as it goes)")
+                       "the search improves as it goes"
+                       + ("; PASHA: this at most" if spec.scheduler.progressive else "") + ")")
         if res.workers > 1:
             out.append("placement    each trial on one node (STRICT_PACK)"
                        if self.placement == "STRICT_PACK" else
@@ -238,12 +241,15 @@ def simulated_asha_units(spec: Spec, quality: list[float], *, slots: int = 1) ->
     """Worker x ``time_attr`` units of one simulated ASHA sweep: trial ``i`` has quality
     ``quality[i]`` (higher is better) at every rung, trials start in order, ``slots`` at
     once, and each advances one unit per unit of time. The rule is the sweep's own
-    (:func:`~hpsearch.driver.search.rungs.make_rungs`: one bracket, or several)."""
+    (:func:`~hpsearch.driver.search.rules.make_rungs`: one bracket, or several). PASHA's
+    is estimated as ASHA's, its most: trials of constant quality never change places, so
+    its own rule would never open a rung past the second."""
+    import dataclasses
     import heapq
 
-    from hpsearch.driver.search.rungs import make_rungs
+    from hpsearch.driver.search.rules import make_rungs
 
-    sched = spec.scheduler
+    sched = dataclasses.replace(spec.scheduler, progressive=False)
     rungs = make_rungs(sched, modes=["max"], seed=spec.search.seed)
     # every bracket's rungs: a trial passes the ones of other brackets without a verdict
     milestones = [*rungs.milestones, sched.max_t]

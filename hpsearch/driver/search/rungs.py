@@ -39,9 +39,7 @@ import hashlib
 import math
 from typing import Any, Mapping, Sequence
 
-from hpsearch.driver.search.pareto import ParetoRungs
-
-__all__ = ["Brackets", "RungRule", "Rungs", "bracket_draw", "make_rungs", "milestones_of"]
+__all__ = ["Brackets", "Rungs", "bracket_draw", "milestones_of"]
 
 
 def milestones_of(*, grace_period: float, max_t: float, reduction_factor: float) -> tuple:
@@ -230,26 +228,3 @@ class Brackets:
             for milestone, value in at.items():
                 self.seed(key, milestone, value)
         return sum(len(r) for b in self.brackets for r in b.recorded.values()) - before
-
-
-#: A rung rule: what :func:`make_rungs` returns. All three have the same interface
-#: (``judge``, ``seed``, ``seed_from``, ``milestones``, ``describe``).
-RungRule = Rungs | Brackets | ParetoRungs
-
-
-def make_rungs(scheduler: Any, *, modes: Sequence[str], seed: int | None = 0) -> RungRule:
-    """The rung rule of a spec's ``scheduler`` section for objectives of ``modes`` (one
-    per objective, in order): one bracket's :class:`Rungs` (``brackets: 1``, the default),
-    :class:`Brackets` with more, and MO-ASHA's
-    :class:`~hpsearch.driver.search.pareto.ParetoRungs` for several objectives (the space's
-    validation refuses brackets with several). The one place that tells them apart: the
-    sweep's scheduler, the planner and the replay take the rule from here."""
-    if len(modes) > 1:
-        return ParetoRungs(milestones=scheduler.rungs(),
-                           reduction_factor=scheduler.reduction_factor, modes=tuple(modes))
-    if scheduler.brackets == 1:
-        return Rungs(milestones=scheduler.rungs(), reduction_factor=scheduler.reduction_factor,
-                     mode=modes[0])
-    return Brackets(grace_period=scheduler.grace_period, max_t=scheduler.max_t,
-                    reduction_factor=scheduler.reduction_factor, brackets=scheduler.brackets,
-                    mode=modes[0], seed=seed)

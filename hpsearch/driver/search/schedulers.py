@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from hpsearch.driver.search.rungs import RungRule, make_rungs
+from hpsearch.driver.search.rules import RungRule, make_rungs
 from hpsearch.driver.search.ids import hpsearch_id
 from hpsearch.driver.record.study import RecordedTrial
 from hpsearch.driver.record.sweep_record import SweepRecord
@@ -42,8 +42,10 @@ def rung_values(recorded: Iterable[RecordedTrial], milestones: Iterable[float]
 
 class SweepASHA(FIFOScheduler):
     """Asynchronous successive halving over :class:`Rungs` (:class:`Brackets` with
-    ``scheduler.brackets`` > 1, each trial in its own bracket): a report at or past ``max_t``
-    ends the trial, one below it is judged at its rung.
+    ``scheduler.brackets`` > 1, each trial in its own bracket; PASHA's
+    :class:`~hpsearch.driver.search.pasha.ProgressiveRungs` with ``scheduler.progressive``):
+    a report at or past ``max_t`` ends the trial, one below it is judged at its rung (and
+    under PASHA ends the trial at the current end, recorded as stopped early).
 
     Args:
         spec: The sweep's spec (``scheduler`` and ``objective``).
@@ -103,8 +105,13 @@ def make_scheduler(spec: Spec, record: SweepRecord | None = None) -> FIFOSchedul
     """ASHA or FIFO, as ``spec.scheduler`` asks, its rungs seeded from the record's
     trials (a resume). ASHA compares trials on ``spec.scheduler.time_attr`` (``epoch`` or
     ``step``, which trainables report, or ``time``: Tune's ``time_total_s``, the trial's
-    own seconds)."""
-    if spec.scheduler.type == "fifo":
+    own seconds). PASHA (``progressive``) is seeded with every report, not only the
+    rungs': its noise is measured on the trials' curves."""
+    s = spec.scheduler
+    if s.type == "fifo":
         return FIFOScheduler()
-    seeded = rung_values(record.recorded, spec.scheduler.rungs()) if record else None
+    every = s.progressive and record is not None
+    milestones = sorted({t for trial in record.recorded for t in trial.intermediate}) \
+        if every else s.rungs()
+    seeded = rung_values(record.recorded, milestones) if record else None
     return SweepASHA(spec, record, seeded=seeded)

@@ -142,10 +142,15 @@ class ProgressiveRungs(Rungs):
         pairs = [(a, b) for a, b in pairs if math.isfinite(a) and math.isfinite(b)]
         eps = self.epsilon()
         pairs.sort()  # ascending at the lower level
-        for i, (low_i, high_i) in enumerate(pairs):
-            for low_j, high_j in pairs[i + 1:]:  # j was ahead of i at the lower level
-                if low_j - low_i > eps and high_i - high_j > eps:
-                    return True
+        lows = [low for low, _ in pairs]
+        # worst[k]: the lowest score at the end among the trials from k on (ahead at low)
+        worst = [math.inf] * (len(pairs) + 1)
+        for k in range(len(pairs) - 1, -1, -1):
+            worst[k] = min(worst[k + 1], pairs[k][1])
+        for low_i, high_i in pairs:  # is a trial ahead of i by > eps at low behind it at the end?
+            ahead = bisect.bisect_right(lows, low_i + eps)
+            if high_i - worst[ahead] > eps:
+                return True
         return False
 
 

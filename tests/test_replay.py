@@ -122,9 +122,10 @@ def test_pasha_replays_with_the_sweeps_own_scheduler_and_record(digits):
     from hpsearch.driver.search.pasha import ProgressiveRungs
 
     spec, table, surrogate = digits
-    method = "hpsearch@scheduler.progressive=true@scheduler.brackets=1"
+    method = "hpsearch@scheduler.progressive=true"
     run_spec, driver = build(method, spec, seed=0, workers=4)
     assert isinstance(driver.scheduler.rungs, ProgressiveRungs)
+    assert run_spec.scheduler.brackets == 1  # as a space file asking for PASHA gets
     ends = []  # the end when each trial ended, and the epochs it ran
     end = driver.end
 

@@ -236,9 +236,13 @@ class OptunaDriver:
 def replay_spec(spec: Spec, *, seed: int, search: Mapping[str, Any] | None = None,
                 scheduler: Mapping[str, Any] | None = None) -> Spec:
     """``spec`` for one replay: seeded, with no cap on trials (the budget ends a replay),
-    and the ``search`` and ``scheduler`` fields given changed."""
+    and the ``search`` and ``scheduler`` fields given changed. ``progressive`` without
+    ``brackets`` gets one bracket, as a space file that asks for PASHA does."""
+    scheduler = dict(scheduler or {})
+    if scheduler.get("progressive") and "brackets" not in scheduler:
+        scheduler["brackets"] = 1
     return replace(spec, search=replace(spec.search, seed=seed, **(search or {})),
-                   scheduler=replace(spec.scheduler, **(scheduler or {})),
+                   scheduler=replace(spec.scheduler, **scheduler),
                    trials=replace(spec.trials, num=10**9))
 
 

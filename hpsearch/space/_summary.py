@@ -121,8 +121,9 @@ def _describe_scheduler(spec: Spec) -> str:
         "no rung before max_t, so ASHA stops no trial early")
     brackets = (f"; {s.brackets} brackets, bracket k from rung k on"
                 if s.brackets > 1 else "")
-    if s.progressive and len(rungs) > 1:
+    if s.progressive:
         brackets = (f"; trials end at {rungs[1]} {unit} at first, a rung later each time "
-                    "the top two rungs rank trials differently")
+                    "the top two rungs rank trials differently" if len(rungs) > 1 else
+                    "; with one rung below max_t it ends trials where ASHA would")
     return (f"{'PASHA' if s.progressive else 'ASHA'}: up to {s.max_t} {unit}, keeps the top 1/{s.reduction_factor} at each "
             f"rung; {stops}{brackets}")

@@ -264,7 +264,8 @@ def _read_scheduler(raw: Mapping, report: Report) -> Any:
                                  f"{kind}, brackets {brackets})")
     if not ok(kind, time_attr, max_t, grace, factor, brackets, progressive):
         return BAD
-    return Scheduler(kind, time_attr, max_t, grace, factor, brackets, progressive)
+    return Scheduler(type=kind, progressive=progressive, time_attr=time_attr, max_t=max_t,
+                     grace_period=grace, reduction_factor=factor, brackets=brackets)
 
 
 def _read_trials(raw: Mapping, report: Report) -> Any:

@@ -139,6 +139,10 @@ class Scheduler:
     """Early stopping. ``type: fifo`` runs every trial to ``max_t``."""
 
     type: Literal["asha", "fifo"] = "asha"
+    #: PASHA (asha, one bracket): trials end at the second rung at first, and the end
+    #: grows a rung at a time, up to ``max_t``, while the top two rungs rank trials
+    #: differently (:mod:`hpsearch.driver.search.pasha`).
+    progressive: bool = False
     time_attr: Literal["epoch", "step", "time"] = "epoch"
     max_t: int = 10
     grace_period: int = 1
@@ -146,10 +150,6 @@ class Scheduler:
     #: Asynchronous Hyperband brackets (asha); 1 is plain ASHA. A space file that leaves
     #: it out gets :func:`default_brackets`.
     brackets: int = 1
-    #: PASHA (asha, one bracket): trials end at the second rung at first, and the end
-    #: grows a rung at a time, up to ``max_t``, while the top two rungs rank trials
-    #: differently (:mod:`hpsearch.driver.search.pasha`).
-    progressive: bool = False
 
     @property
     def result_key(self) -> str:

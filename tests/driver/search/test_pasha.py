@@ -137,8 +137,13 @@ def test_a_resumed_sweep_reopens_the_rungs_it_had_opened_and_decides_the_rest_al
 
 
 def test_validation_says_what_progressive_cannot_be_combined_with():
+    from hpsearch.space import summarize
+
     spec = spec_for("min")
     assert spec.scheduler.progressive and spec.scheduler.brackets == 1  # no default of 2
+    assert "PASHA: up to 27 epochs" in summarize(spec)
+    assert "trials end at 3 epochs at first" in summarize(spec)
+    assert "ends trials where ASHA would" in summarize(spec_for("min", max_t=6, grace=2))
     for scheduler, says in (({"brackets": 2}, "PASHA is one bracket .* brackets 2"),
                             ({"type": "fifo"}, "set type: asha .*got type fifo"),
                             ({"progressive": "yes"}, "expected true or false")):

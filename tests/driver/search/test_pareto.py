@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from hpsearch.driver.search.pareto import ParetoRungs, dominates, fronts, pareto_order
+from hpsearch.driver.search.pareto import ParetoRungs, fronts, pareto_order
 
 # (modes, reduction_factor, [(trial, objective values, stopped?)]), all at rung 1.
 CASES = {

@@ -74,7 +74,7 @@ class ProgressiveRungs(Rungs):
         self.end = self.levels[min(1, len(self.levels) - 1)]
         self.curves: dict[str, dict[float, float]] = {}
         self._gaps: list[float] = []  # crossing gaps between trials at the end, sorted
-        self._at_end: list[str] = []  # trials whose crossings are in _gaps, in arrival order
+        self._at_end: dict[str, None] = {}  # trials whose crossings are in _gaps, in order
 
     def describe(self) -> str:
         return f"{super().describe()}, progressive: trials end at {self.end:g} for now"
@@ -115,7 +115,7 @@ class ProgressiveRungs(Rungs):
 
     def _grow(self) -> None:
         self.end = self.levels[self.levels.index(self.end) + 1]
-        self._gaps, self._at_end = [], []
+        self._gaps, self._at_end = [], {}
 
     def _arrive(self, key: str) -> None:
         """Add the crossings of ``key``'s curve with every trial already at the end."""
@@ -125,7 +125,7 @@ class ProgressiveRungs(Rungs):
         for other in self._at_end:
             for gap in _crossing_gaps(mine, self.curves[other], until=self.end):
                 bisect.insort(self._gaps, gap)
-        self._at_end.append(key)
+        self._at_end[key] = None
 
     def epsilon(self) -> float:
         """The noise: the 90th percentile of the crossing gaps at the end (0 if none)."""
@@ -136,9 +136,9 @@ class ProgressiveRungs(Rungs):
         the end by more than :meth:`epsilon` at both."""
         if self.end == self.levels[0] or self.end not in self.recorded:
             return False
-        low, high = self.levels[self.levels.index(self.end) - 1], self.end
-        pairs = [(self.recorded[low][k], self.recorded[high][k]) for k in self.recorded[high]
-                 if k in self.recorded[low]]
+        below, at_end = self.recorded[self.levels[self.levels.index(self.end) - 1]], \
+            self.recorded[self.end]
+        pairs = [(below[k], at_end[k]) for k in at_end if k in below]
         pairs = [(a, b) for a, b in pairs if math.isfinite(a) and math.isfinite(b)]
         eps = self.epsilon()
         pairs.sort()  # ascending at the lower level

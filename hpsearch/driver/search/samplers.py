@@ -10,6 +10,7 @@ it, to one of two samplers.
 from __future__ import annotations
 
 import inspect
+import logging
 import warnings
 from typing import Any
 
@@ -21,6 +22,9 @@ from hpsearch.driver.record.objectives import sampler_constraints
 from hpsearch.space.spec import Spec
 
 __all__ = ["QMCThenTPE", "make_sampler"]
+
+#: The logger of Optuna's ``QMCSampler`` (``optuna.logging.get_logger(__name__)``).
+_QMC_LOGGER = "optuna.samplers._qmc"
 
 
 def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
@@ -107,7 +111,20 @@ class QMCThenTPE(BaseSampler):
         return sampler
 
     def infer_relative_search_space(self, study, trial):  # noqa: ANN001, ANN201
-        return self._pick(study, trial).infer_relative_search_space(study, trial)
+        sampler = self._pick(study, trial)
+        if sampler is not self._qmc:
+            return sampler.infer_relative_search_space(study, trial)
+        # While no trial has ended, QMCSampler warns on every ask that the running trials'
+        # spaces differ ("assumes that the search space does not include any conditions"):
+        # in a conditional space they do, and this sampler hands what lies outside the
+        # Sobol space to a random sampler. The warning is for this call only.
+        logger = logging.getLogger(_QMC_LOGGER)
+        quiet = _ConditionsWarning()
+        logger.addFilter(quiet)
+        try:
+            return sampler.infer_relative_search_space(study, trial)
+        finally:
+            logger.removeFilter(quiet)
 
     def sample_relative(self, study, trial, search_space):  # noqa: ANN001, ANN201
         return self._pick(study, trial).sample_relative(study, trial, search_space)
@@ -126,3 +143,11 @@ class QMCThenTPE(BaseSampler):
     def reseed_rng(self) -> None:
         self._qmc.reseed_rng()
         self._tpe.reseed_rng()
+
+
+class _ConditionsWarning(logging.Filter):
+    """Drops QMCSampler's warning about a conditional search space (see
+    :meth:`QMCThenTPE.infer_relative_search_space`); lets every other record through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "does not include any conditions" not in record.getMessage()

@@ -276,6 +276,8 @@ def test_a_real_sweeps_tables_become_a_row_of_the_simulators_format(tmp_path, di
     # ... each worth its configuration's mean at that epoch: 0.9 (a, 1), 0.5 and 0.4 (b).
     assert [at for at, _ in row["found"]] == [0.5, 1.0, 1.7]
     assert [mean for _, mean in row["found"]] == pytest.approx([0.9, 0.5, 0.4])
+    # Trained in full, each is worth its configuration's best mean: 0.6 (a), 0.3 (b).
+    assert [mean for _, mean in row["found_full"]] == pytest.approx([0.6, 0.3, 0.3])
     assert row["trials"] == 2 and row["stopped"] == 1
     # Trained within the budget: a to epoch 2 (1.0 s of 2.0), b to epoch 2 (0.8 s of 2.0),
     # 0.5 + 0.4 = 0.9 time(R); the overhead per trial: (2 workers x 2.0 - 0.9) / 2 trials.
@@ -285,6 +287,23 @@ def test_a_real_sweeps_tables_become_a_row_of_the_simulators_format(tmp_path, di
     assert row["best_in_table"] == 0.2 and row["best_mean_in_table"] == pytest.approx(0.3)
     assert (row["method"], row["seed"], row["real"], row["workers"], row["budget"],
             row["time_r_s"]) == ("hpsearch@ray", 0, True, 2, 2.0, 2.0)
+
+
+def test_a_real_replay_of_a_method_with_settings_is_a_valid_space_of_its_own(tmp_path):
+    """``--confirm`` takes a method with settings (PASHA here): its space file passes
+    validation with the settings in it, under a name a sweep may have."""
+    from benchmarks.replay.confirm import space_text, sweep_name
+    from hpsearch.space import load_space
+
+    spec, _, _ = cli.load(*cli.WORKLOADS["running-sum"])
+    method = "hpsearch@scheduler.progressive=true"
+    path = tmp_path / f"{sweep_name(method, 3)}.yaml"
+    path.write_text(space_text(method, 3, space=cli.WORKLOADS["running-sum"][0], spec=spec,
+                               book=tmp_path / "book.pkl", seconds_per_r=3, workers=4))
+    run = load_space(path)
+    assert run.name == "replay-hpsearch-scheduler.progressive-true-3"
+    assert run.scheduler.progressive and run.scheduler.brackets == 1 and run.search.seed == 3
+    assert "--sweep-seed" in run.command.argv
 
 
 def test_mo_asha_replays_with_the_sweeps_own_objects_and_its_front_is_scored(digits):

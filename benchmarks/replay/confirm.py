@@ -7,7 +7,9 @@ command ``benchmarks/replay/trial.py``, which answers each trial from the curve 
 real time scaled to ``--seconds-per-r`` seconds per time(R). The sweep's own tables are
 then read back into a result row of the simulator's format (``curve`` and ``found`` in
 time(R) units from the first trial's start), with ``"real": true`` and the method named
-``<method>@ray``; ``overhead`` is the worker time that went to no recorded training
+``<method>@ray``. A method may carry settings as in the replay
+(``hpsearch@scheduler.progressive=true``); they go into the space file, which hpsearch
+validates as any other. ``overhead`` is the worker time that went to no recorded training
 (Tune starting and stopping trials, the command's start, gaps between trials) per trial
 started, in time(R) units: replay the simulator with that ``--overhead`` to compare like
 with like.
@@ -23,6 +25,7 @@ import json
 import math
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,29 +34,34 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.replay.cli import ROOT, WORKLOADS, load
-from benchmarks.replay.methods import METHODS, HpsearchDriver
+from benchmarks.replay.methods import METHODS, HpsearchDriver, parse_method
 
 __all__ = ["confirm", "row_from_sweep"]
 
 
 def space_text(method: str, seed: int, *, space: str, spec: Any, book: Path,
                seconds_per_r: float, workers: int) -> str:
-    """The space file of one real replay of ``method`` (an hpsearch method) of ``space``."""
+    """The space file of one real replay of ``method`` (an hpsearch method, with any
+    ``@section.field=value`` settings: :func:`~benchmarks.replay.methods.parse_method`)
+    of ``space``."""
     import yaml
 
     raw = yaml.safe_load((ROOT / space).read_text())
-    _, changes, driver = METHODS[method]
+    name, settings = parse_method(method)
+    _, changes, driver = METHODS[name]
     if driver is not HpsearchDriver:
-        raise SystemExit(f"--confirm runs hpsearch's own methods; {method} is not one")
+        raise SystemExit(f"--confirm runs hpsearch's own methods; {name} is not one")
     change = changes(spec)
+    for section, values in settings.items():
+        change[section] = {**change.get(section, {}), **values}
     searched = [n for n, p in raw["params"].items() if isinstance(p, dict)]
     command = [sys.executable, str(ROOT / "benchmarks/replay/trial.py"), "--book", str(book),
                "--seconds-per-r", str(seconds_per_r), "--seed", "{seed}", "--sweep-seed", str(seed),
                "--metric", spec.objective.metric]
-    for name in searched:
-        command += [f"--param={name}={{{name}}}"]  # one word: left out when not sampled
+    for param in searched:
+        command += [f"--param={param}={{{param}}}"]  # one word: left out when not sampled
     doc = {
-        "name": f"replay-{method}-{seed}",
+        "name": sweep_name(method, seed),
         "trainable": {"command": command},
         "objective": raw["objective"],
         "params": {n: raw["params"][n] for n in searched},
@@ -63,6 +71,12 @@ def space_text(method: str, seed: int, *, space: str, spec: Any, book: Path,
         "resources": {"workers": 1, "use_gpu": False, "cpus_per_worker": 0.5},
     }
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def sweep_name(method: str, seed: int) -> str:
+    """The sweep (and file) name of one real replay: the method with its settings, in the
+    characters a sweep name allows."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", f"replay-{method}-{seed}")
 
 
 def row_from_sweep(sweep: Path, *, method: str, seed: int, metric: str, table: Any,
@@ -87,26 +101,30 @@ def row_from_sweep(sweep: Path, *, method: str, seed: int, metric: str, table: A
         started += 1
         stopped += trial["status"] == "stopped_by_asha"
         means, last = table.mean_curve(config), 0
+        finite = [m for m in means if math.isfinite(m)]
+        full = min(finite) if table.sign > 0 else max(finite)  # trained in full: its best
         for _, r in rows.iterrows():
             at = start + r["time_total_s"] / seconds_per_r
             if at <= budget:
-                events.append((at, float(r[metric]), means[int(r["epoch"]) - 1]))
+                events.append((at, float(r[metric]), means[int(r["epoch"]) - 1], full))
                 last = max(last, int(r["epoch"]))
         trained += table.times[config][last - 1] / table.time_r if last else 0.0
         spent = min(budget, start + float(rows["time_total_s"].max()) / seconds_per_r) - start
         precision = str(trial.get("precision", "-"))
         busy[precision] = busy.get(precision, 0.0) + max(0.0, spent)
-    best, curve, found = None, [], []
-    for at, value, mean in sorted(events):
+    best, curve, found, found_full = None, [], [], []
+    for at, value, mean, full in sorted(events):
         if math.isfinite(value) and (best is None or table.sign * value < table.sign * best):
             best = value
             curve.append([round(at, 5), value])
             found.append([round(at, 5), mean])
+            found_full.append([round(at, 5), full])
     return {"method": f"{method}@ray", "seed": seed, "real": True, "workload": table.workload,
             "workers": workers, "budget": budget, "seconds_per_r": seconds_per_r,
             "overhead": round(max(0.0, workers * budget - trained) / max(1, started), 4),
             "time_r_s": table.time_r, "best_in_table": table.best(), "curve": curve,
-            "best_mean_in_table": table.best_mean(), "found": found, "trials": started,
+            "best_mean_in_table": table.best_mean(), "found": found,
+            "found_full": found_full, "trials": started,
             "stopped": int(stopped), "worker_time": busy}
 
 
@@ -127,7 +145,7 @@ def confirm(methods: list[str], seeds: int, *, workload: str, seconds_per_r: flo
         for method in methods:
             if (f"{method}@ray", seed) in done:
                 continue
-            space_file = work / f"{method}-{seed}.yaml"
+            space_file = work / f"{sweep_name(method, seed)}.yaml"
             space_file.write_text(space_text(method, seed, space=space, spec=spec, book=book,
                                              seconds_per_r=seconds_per_r, workers=workers))
             clock = time.monotonic()
@@ -136,7 +154,7 @@ def confirm(methods: list[str], seeds: int, *, workload: str, seconds_per_r: flo
                             "--time-budget", f"{math.ceil(budget * seconds_per_r + 10)}s"],
                            check=False, env={**os.environ, "PYTHONPATH": str(ROOT)},
                            stdout=subprocess.DEVNULL)
-            row = row_from_sweep(work / "runs" / f"replay-{method}-{seed}", method=method,
+            row = row_from_sweep(work / "runs" / sweep_name(method, seed), method=method,
                                  seed=seed, metric=spec.objective.metric, table=table, surrogate=surrogate,
                                  seconds_per_r=seconds_per_r, budget=budget, workers=workers)
             row.update(space=space, table=curves, seconds=round(time.monotonic() - clock, 1))

@@ -23,6 +23,9 @@ left here has no public form:
                                     (worker start-up warnings), which Ray prints from a
                                     thread of its own even with ``log_to_driver=False``
                                     (``ray._private.worker.print_to_stdstream``)
+:func:`qmc_conditions_quiet`        QMCSampler's warning that a conditional space has
+                                    conditions, on its module's logger
+                                    (``optuna.samplers._qmc``)
 ==================================  ====================================================
 
 Each access goes through :func:`internal`, which raises one clear line naming the
@@ -297,3 +300,26 @@ def raylet_messages_to(log: logging.Logger) -> Iterator[None]:
         yield
     finally:
         worker.print_to_stdstream = original
+
+
+class _ConditionsWarning(logging.Filter):
+    """Drops QMCSampler's warning about a conditional search space; lets every other
+    record through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "does not include any conditions" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def qmc_conditions_quiet() -> Iterator[None]:
+    """While inside, Optuna's ``QMCSampler`` does not warn that "the search space does not
+    include any conditions", which it says on every ask while no trial has ended and the
+    running trials' spaces differ. The logger is its module's (``optuna.logging
+    .get_logger(__name__)``); where Optuna has moved it, the warning shows, as before."""
+    logger = logging.getLogger("optuna.samplers._qmc")
+    quiet = _ConditionsWarning()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)

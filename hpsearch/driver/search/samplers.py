@@ -10,7 +10,6 @@ it, to one of two samplers.
 from __future__ import annotations
 
 import inspect
-import logging
 import warnings
 from typing import Any
 
@@ -18,13 +17,11 @@ import optuna
 from optuna.samplers import BaseSampler, QMCSampler, TPESampler
 from optuna.trial import FrozenTrial, TrialState
 
+from hpsearch.driver.internals import qmc_conditions_quiet
 from hpsearch.driver.record.objectives import sampler_constraints
 from hpsearch.space.spec import Spec
 
 __all__ = ["QMCThenTPE", "make_sampler"]
-
-#: The logger of Optuna's ``QMCSampler`` (``optuna.logging.get_logger(__name__)``).
-_QMC_LOGGER = "optuna.samplers._qmc"
 
 
 def make_sampler(spec: Spec) -> optuna.samplers.BaseSampler:
@@ -117,14 +114,9 @@ class QMCThenTPE(BaseSampler):
         # While no trial has ended, QMCSampler warns on every ask that the running trials'
         # spaces differ ("assumes that the search space does not include any conditions"):
         # in a conditional space they do, and this sampler hands what lies outside the
-        # Sobol space to a random sampler. The warning is for this call only.
-        logger = logging.getLogger(_QMC_LOGGER)
-        quiet = _ConditionsWarning()
-        logger.addFilter(quiet)
-        try:
+        # Sobol space to a random sampler. Quiet for this call only.
+        with qmc_conditions_quiet():
             return sampler.infer_relative_search_space(study, trial)
-        finally:
-            logger.removeFilter(quiet)
 
     def sample_relative(self, study, trial, search_space):  # noqa: ANN001, ANN201
         return self._pick(study, trial).sample_relative(study, trial, search_space)
@@ -143,11 +135,3 @@ class QMCThenTPE(BaseSampler):
     def reseed_rng(self) -> None:
         self._qmc.reseed_rng()
         self._tpe.reseed_rng()
-
-
-class _ConditionsWarning(logging.Filter):
-    """Drops QMCSampler's warning about a conditional search space (see
-    :meth:`QMCThenTPE.infer_relative_search_space`); lets every other record through."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "does not include any conditions" not in record.getMessage()

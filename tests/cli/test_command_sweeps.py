@@ -117,31 +117,28 @@ def test_an_unmodified_script_swept_with_asha_at_one_and_two_workers(tmp_path, s
     assert commands_alive(tmp_path / "train.py") == []
 
 
-def test_a_script_slow_to_exit_when_stopped_does_not_hold_up_the_next_trial(
-        tmp_path, session_ray):
-    """ASHA stops a trial whose script takes seconds to exit on SIGTERM (it saves a
-    checkpoint first, as Lightning does). The next trial still starts: with Tune's actor
-    reuse, Tune waited 2 s for the stopped trial's thread, failed the next trial and
-    never started another, and the sweep hung with its CPUs free (CI, the Lightning
-    recipe)."""
-    (tmp_path / "train.py").write_text(textwrap.dedent("""\
-        import signal, sys, time
-        def save_and_exit(*_):
-            time.sleep(4)  # a checkpoint written on SIGTERM
-            sys.exit(0)
-        signal.signal(signal.SIGTERM, save_and_exit)
-        counter = sys.argv[1]  # each trial is worse than the one before it
-        try:
-            n = int(open(counter).read())
-        except FileNotFoundError:
-            n = 0
-        open(counter, "w").write(str(n + 1))
-        for epoch in (1, 2, 3):
-            print(f"epoch={epoch} val_loss={n + 1 / epoch}", flush=True)
-            time.sleep(1)
-    """))
-    space = write_space(tmp_path, f"""\
-        name: gaps
+#: Where a counting script's ``{COUNTER}`` line stands: ``n`` is how many trials ran
+#: before this one (the file in ``sys.argv[1]`` counts them), so each is worse than the last.
+COUNTER = """\
+counter = sys.argv[1]  # each trial is worse than the one before it
+try:
+    n = int(open(counter).read())
+except FileNotFoundError:
+    n = 0
+open(counter, "w").write(str(n + 1))"""
+
+
+def write_counting_script(tmp_path, text):
+    """``train.py`` from ``text`` (indented; its ``{COUNTER}`` line becomes
+    :data:`COUNTER`)."""
+    (tmp_path / "train.py").write_text(textwrap.dedent(text).replace("{COUNTER}", COUNTER))
+
+
+def three_worse_trials(tmp_path, name):
+    """A space of three one-at-a-time trials of ``train.py`` with its counter file, ASHA
+    at epoch 1 of 3: the first runs to the end, the two worse ones are stopped at 1."""
+    return write_space(tmp_path, f"""\
+        name: {name}
         trainable: {{command: 'python train.py {tmp_path / "count.txt"} --lr={{lr}}'}}
         objective: {{metric: val_loss, mode: min}}
         params: {{lr: {{type: float, low: 1.0e-3, high: 1.0e-2}}}}
@@ -149,6 +146,27 @@ def test_a_script_slow_to_exit_when_stopped_does_not_hold_up_the_next_trial(
                     reduction_factor: 3}}
         trials: {{num: 3, max_concurrent: 1}}
     """)
+
+
+def test_a_script_slow_to_exit_when_stopped_does_not_hold_up_the_next_trial(
+        tmp_path, session_ray):
+    """ASHA stops a trial whose script takes seconds to exit on SIGTERM (it saves a
+    checkpoint first, as Lightning does). The next trial still starts: with Tune's actor
+    reuse, Tune waited 2 s for the stopped trial's thread, failed the next trial and
+    never started another, and the sweep hung with its CPUs free (CI, the Lightning
+    recipe)."""
+    write_counting_script(tmp_path, """\
+        import signal, sys, time
+        def save_and_exit(*_):
+            time.sleep(4)  # a checkpoint written on SIGTERM
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, save_and_exit)
+        {COUNTER}
+        for epoch in (1, 2, 3):
+            print(f"epoch={epoch} val_loss={n + 1 / epoch}", flush=True)
+            time.sleep(1)
+    """)
+    space = three_worse_trials(tmp_path, "gaps")
     started = time.monotonic()
     result = hpsearch_cmd("run", str(space), cwd=tmp_path, timeout=240)
     took = time.monotonic() - started
@@ -169,14 +187,9 @@ def test_one_actor_runs_trial_after_trial_and_a_stopped_script_is_ended_at_once(
     and a trial ASHA stops has its command ended at once: here its next report would
     come two minutes later, and Tune reuses the actor only once the stopped trial's
     thread has ended, else it fails the next trial and the sweep hangs."""
-    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+    write_counting_script(tmp_path, """\
         import os, sys, time
-        counter = sys.argv[1]  # each trial is worse than the one before it
-        try:
-            n = int(open(counter).read())
-        except FileNotFoundError:
-            n = 0
-        open(counter, "w").write(str(n + 1))
+        {COUNTER}
         def parent(pid):
             return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
         # the supervisor's guard, then its front; the front's parent is the trial's actor
@@ -186,16 +199,8 @@ def test_one_actor_runs_trial_after_trial_and_a_stopped_script_is_ended_at_once(
             time.sleep(120)  # a worse trial's next report would come much later
         for epoch in (2, 3):
             print(f"epoch={epoch} val_loss={n + 1 / epoch}", flush=True)
-    """))
-    space = write_space(tmp_path, f"""\
-        name: reuse
-        trainable: {{command: 'python train.py {tmp_path / "count.txt"} --lr={{lr}}'}}
-        objective: {{metric: val_loss, mode: min}}
-        params: {{lr: {{type: float, low: 1.0e-3, high: 1.0e-2}}}}
-        scheduler: {{type: asha, time_attr: epoch, max_t: 3, grace_period: 1,
-                    reduction_factor: 3}}
-        trials: {{num: 3, max_concurrent: 1}}
     """)
+    space = three_worse_trials(tmp_path, "reuse")
     result = hpsearch_cmd("run", str(space), cwd=tmp_path, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     root = tmp_path / "runs" / "reuse"

@@ -38,7 +38,9 @@ Prints one table for a checkout (``--root``, default this one), five questions:
     the report. Printed: **hops**, the
     hpsearch functions on the longest chain that takes the report in (from the hook to
     the deepest call under it) plus those on the longest chain from the writing hook to
-    the Parquet call; the distinct hpsearch **functions** and **modules** called on both
+    the Parquet call (a lambda's or a generator expression's frame is part of the
+    function it is written in, not a hop; the figures before the record took the study
+    step counted them); the distinct hpsearch **functions** and **modules** called on both
     ways; **crossings**, the distinct caller->callee edges between two rooms on both
     ways (of which between ``driver.*`` and ``store``).
 
@@ -219,6 +221,16 @@ def layers_of(root: Path) -> list[str]:
     return LAYERS
 
 
+#: Frames of an expression inside a function, not a function of their own: no hop.
+EXPRESSIONS = ("<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
+
+
+def hops(stack) -> int:
+    """The functions on a call stack of qualified names, its expressions' frames (a
+    lambda handed to ``write_atomic``, a generator expression) not counted."""
+    return sum(not name.endswith(EXPRESSIONS) for name in stack)
+
+
 def room_of(module: str) -> str:
     """As tests/test_architecture.py's ``room_of``."""
     parts = module.split(".")[1:]
@@ -280,7 +292,8 @@ def trace_child(root: Path) -> None:
 
     def attempt() -> dict:
         return {"report": None, "entries": [], "write_stacks": [], "calls": set(),
-                "edges": set(), "depth_in": 0, "open": None, "write_entry": None}
+                "edges": set(), "depth_in": 0, "open": None, "write_entry": None,
+                "in_stacks": {}}
 
     # (d) follows two reports: the sweep's first (its first write creates the tables) and
     # the first after that write (an ordinary write); the second is printed when whole.
@@ -390,7 +403,10 @@ def trace_child(root: Path) -> None:
         elif cur["open"] is not None:
             cur["calls"].add(name)
             cur["edges"].add(edge)
-            cur["depth_in"] = max(cur["depth_in"], len(chain(frame)))
+            stack = named(chain(frame))
+            cur["depth_in"] = max(cur["depth_in"], hops(stack))
+            if hops(stack) > hops(cur["in_stacks"].get(stack[0], ())):
+                cur["in_stacks"][stack[0]] = stack
 
     with tempfile.TemporaryDirectory(prefix="hpsearch-structure-") as tmp:
         sys.setprofile(profiler)
@@ -405,6 +421,7 @@ def trace_child(root: Path) -> None:
         "reads_e": sorted(state["reads_e"]),
         "edges_d": sorted(d["edges"]), "calls_d": sorted(d["calls"]),
         "entries": d["entries"], "report": d["report"], "write_stacks": d["write_stacks"],
+        "in_stacks": list(d["in_stacks"].values()),
         "depth_in": d["depth_in"], "ordinary_write": len(whole) == 2,
         "reached_first_trial": state["started"]}), flush=True)
 
@@ -430,7 +447,7 @@ def report_way(t: dict) -> dict:
     cross = [(a, b) for a, b in edges if room_fn(a) != room_fn(b)]
     ds = [(a, b) for a, b in cross
           if {room_fn(a).split(".")[0], room_fn(b).split(".")[0]} == {"driver", "store"}]
-    write_depth = max((len(s) for s in t["write_stacks"]), default=0)
+    write_depth = max((hops(s) for s in t["write_stacks"]), default=0)
     modules = {c.split(":")[0] for c in t["calls_d"]}
     return {"hops": t["depth_in"] + write_depth, "hops_in": t["depth_in"],
             "hops_write": write_depth, "functions": len(set(t["calls_d"])),
@@ -504,7 +521,9 @@ def main() -> None:
                      f"{e['driver_store']}); {e['upward_calls']} upward calls; "
                      f"{e['edges']} distinct hpsearch call edges"
                      + ("" if t["reached_first_trial"] else " (NO trial started)")))
-        details += [("(d) entries", t["entries"]), ("(d) write stacks", t["write_stacks"]),
+        details += [("(d) entries", t["entries"]),
+                    ("(d) deepest stack under each hook", t.get("in_stacks", [])),
+                    ("(d) write stacks", t["write_stacks"]),
                     ("(d) modules", d["_modules"]), ("(d) crossings", d["_cross"]),
                     ("(e) driver<->store", e["_ds"]), ("(e) upward calls", e["_up"]),
                     ("(e) climbs (operations)", e["_ops"]), ("(e) climbs (all)", e["_cross"])]

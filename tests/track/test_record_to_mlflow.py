@@ -58,7 +58,7 @@ def test_a_server_away_mid_trial_costs_one_line_and_nothing_sent(mlflow_server):
     tracker.check()
     record.observe(Tracking([tracker], say=lines.append, drain_s=60))
     trial = record.study.ask()
-    record.link("t1", trial.number)
+    record.link("t1", trial)
     record.start("t1", {"lr": 0.01})
     for epoch in (1, 2, 3):
         record.report("t1", report(epoch))
@@ -73,7 +73,7 @@ def test_a_server_away_mid_trial_costs_one_line_and_nothing_sent(mlflow_server):
     mlflow_server.start()
     for epoch in (7, 8):
         record.report("t1", report(epoch))
-    record.end("t1", trial, returned=True, last=report(8), reported=True)
+    record.end("t1", returned=True)
     record.close("finished")
 
     assert [ln for ln in lines if "does not answer" in ln] == lines[:1], lines
@@ -98,7 +98,7 @@ def test_a_new_tracker_continues_each_run_where_it_stopped(mlflow_server):
     first.open_study(directions=["minimize"])
     first.observe(Tracking([MlflowTracker(mlflow_server.uri, "again")], say=print))
     trial = first.study.ask()
-    first.link("t1", trial.number)
+    first.link("t1", trial)
     first.start("t1", {"lr": 0.02})
     for epoch in (1, 2, 3):
         first.report("t1", report(epoch))

@@ -10,7 +10,7 @@ resume's rung seeding and the recovery of lost reports read both the same way.
 
 A trial's constraints are told to the samplers as Optuna wants them: one number per
 constraint, ``<= 0`` where the bound holds (:func:`violations`). :func:`set_constraints`
-stores them before the searcher tells the trial's end: as ``Trial.set_constraint`` (Optuna
+stores them before the record tells the trial's end: as ``Trial.set_constraint`` (Optuna
 5, whose samplers read ``FrozenTrial.constraints``) and in the ``constraints`` user
 attribute, which the ``constraints_func`` of :func:`sampler_constraints` reads back for
 Optuna 4's samplers. TPE, NSGA-II and GP then learn that a region is infeasible instead of

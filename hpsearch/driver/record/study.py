@@ -36,7 +36,8 @@ from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
 
 __all__ = ["STUDY_STATE", "RecordedTrial", "SweepJournal", "check_sweep_study",
-           "load_sweep_study", "open_study", "recorded_trials", "study_outcome", "study_step"]
+           "load_sweep_study", "open_study", "recorded_trials", "status_of", "study_outcome",
+           "study_step"]
 
 #: The study state of a trial, by its status in ``trials.parquet``. A ``stopped`` trial
 #: with no intermediate value is ``FAIL`` instead: it never reported.
@@ -105,6 +106,14 @@ def study_outcome(status: str, *, value: Any,
     return state, None
 
 
+def status_of(trial: "RecordedTrial") -> str:
+    """The table status of an ended trial of the study (its ``status`` attribute; sweeps
+    of older hpsearch versions may lack it)."""
+    if trial.status in st.ENDED:
+        return trial.status
+    return {"COMPLETE": st.COMPLETED, "PRUNED": st.STOPPED}.get(trial.state.name, st.FAILED)
+
+
 class SweepJournal(JournalFileBackend):
     """Optuna's journal file, flushed to disk where the sweep says, not at every append.
 
@@ -112,8 +121,8 @@ class SweepJournal(JournalFileBackend):
     parameter and intermediate value, its attributes, its end), most of the journal's
     cost in a sweep of short trials and far more on network storage. Here every append
     still reaches the file before the call returns (another process, or this driver
-    killed, sees it), and :meth:`sync` flushes it to disk: the searcher calls it when a
-    trial ends, and the tables writer before each write, so a power cut loses no ended
+    killed, sees it), and :meth:`sync` flushes it to disk: the record syncs it when a
+    trial ends, and before each write of the tables, so a power cut loses no ended
     trial and the tables never name a trial the journal could lose. The lock is Optuna's
     symlink lock, which works on NFS and is what ``optuna-dashboard`` uses.
     """

@@ -9,8 +9,9 @@ sweep, and every change to them is one of its verbs:
 ``create``      a new sweep's directory, space and manifest
 ``open``        an existing sweep, read and checked, the rows made to agree with the study
 ``open_study``  the study with this run's sampler, and its journal
+``link``        a trial this run runs: its Optuna trial (:class:`LiveTrial`)
 ``start``       a trial's row begins (Tune started it)
-``report``      one report: the row, the history (the study's step is the searcher's)
+``report``      the one place a report goes: the row, the history, the study's step
 ``end``         the one place a trial ends: its row, the study's tell, the journal synced
 ``annotate``    what is learnt after an end: the error's line, the last checkpoint
 ``prune``       the checkpoints of ended trials outside the best ones deleted, rows marked
@@ -19,7 +20,8 @@ sweep, and every change to them is one of its verbs:
 ``close``       the manifest's last word on this run
 ==============  ===========================================================================
 
-The searcher, the ASHA scheduler and the tables callback forward Tune's events here; the
+The searcher (a trial asked, a trial ended), the ASHA scheduler (a trial stopped early)
+and the tables callback (a trial started, each report) forward Tune's events here; the
 progress line, the stopper and the admission read :attr:`SweepRecord.rows`. Features attach
 at one of two seams:
 
@@ -41,11 +43,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 from optuna.trial import TrialState
 
+from hpsearch.driver.record.live import LiveTrial
 from hpsearch.driver.record.seams import Observers, RecordObserver, RecordWatcher
-from hpsearch.driver.record.objectives import (objective_values, report_values,
-                                               set_constraints, study_value, violations)
+from hpsearch.driver.record.objectives import set_constraints, study_value, violations
 from hpsearch.driver.record.study import (RecordedTrial, check_sweep_study, open_study,
-                                          recorded_trials, study_outcome, study_step)
+                                          recorded_trials, status_of, study_outcome)
 from hpsearch.errors import StorageError, SweepNotFoundError
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
@@ -75,6 +77,8 @@ class SweepRecord:
         unfinished: Those of them this run continues first (a resume).
         manifest: The manifest, as this run keeps it.
         study, journal: The study and its journal, once :meth:`open_study` ran.
+        problem: Why the sweep cannot go on: a trial's first report lacked a metric the
+            space's other objectives or constraints name (the stopper ends the sweep).
         storage_error: The last table write's failure, cleared by one that succeeds.
     """
 
@@ -90,6 +94,8 @@ class SweepRecord:
         self.manifest = manifest if manifest is not None else {}
         self.study: Any = None
         self.journal: Any = None
+        self.problem: str | None = None
+        self.live: dict[str, LiveTrial] = {}  # the trials this run runs, by hpsearch id
         self.storage_error: StorageError | None = None
         self.writes = 0
         self.interval_s = interval_s
@@ -197,24 +203,16 @@ class SweepRecord:
         study (at their study steps), and so ASHA's seeded rungs."""
         from hpsearch.driver.internals import reopen_trial
 
-        s = self.spec.scheduler
-        key, milestones = s.result_key, (*s.rungs(), s.max_t)
+        key = self.spec.scheduler.result_key
         for i, trial in enumerate(self.unfinished):
+            live = LiveTrial(reopen_trial(self.study, trial.number), dict(trial.intermediate))
             for report in self.sweep.checkpointed_reports(trial.trial_id):
                 t = report.get(key)
                 if not isinstance(t, (int, float)) or t <= _last_reported(self.rows, trial, key):
                     continue
                 self.rows.result(trial.trial_id, report)
-                values = objective_values(report, self.spec.objectives)
-                if values is None:
-                    continue
-                step = study_step(float(t), milestones, trial.intermediate)
-                if trial.intermediate and step <= max(trial.intermediate):
-                    continue
-                report_values(reopen_trial(self.study, trial.number), step, values)
-                value = values[0] if len(values) == 1 else tuple(values)
-                trial = replace(trial, intermediate={**trial.intermediate, step: value})
-            self.unfinished[i] = trial
+                live.report(report, self.spec)
+            self.unfinished[i] = replace(trial, intermediate=live.reported)
         self.recorded = [next((u for u in self.unfinished if u.number == t.number), t)
                          for t in self.recorded]
         if self.journal is not None:
@@ -228,14 +226,23 @@ class SweepRecord:
         if self._observers:
             self._observers.tell("started", trial_id, dict(self.rows.trials[trial_id]))
 
-    def link(self, trial_id: str, number: int) -> None:
-        """The Optuna trial that proposed ``trial_id``."""
-        self.rows.link_optuna(trial_id, number)
+    def link(self, trial_id: str, trial: Any, *,
+             reported: Mapping[int, Any] | None = None) -> LiveTrial:
+        """This run runs ``trial_id`` as the ``optuna.Trial`` ``trial``: asked now, or a
+        resumed sweep's unfinished trial continued, with the study steps it ``reported``."""
+        self.live[trial_id] = live = LiveTrial(trial, dict(reported or {}))
+        self.rows.link_optuna(trial_id, trial.number)
+        return live
 
     def report(self, trial_id: str, result: Mapping[str, Any]) -> None:
-        """One report of the trial: its row and the history."""
+        """One report of the trial: its row and the history, then its study step (a trial
+        this run runs, :meth:`LiveTrial.report`), then the observers."""
         before = len(self.rows.history)
         self.rows.result(trial_id, result)
+        live = self.live.get(trial_id)
+        if live is not None:
+            live.report(result, self.spec)
+            self.problem = self.problem or live.problem
         if self._observers and len(self.rows.history) > before:
             self._observers.tell("reported", trial_id, self.rows.history[before:])
 
@@ -243,27 +250,27 @@ class SweepRecord:
         """ASHA stopped the trial at a rung (before ``max_t``)."""
         self.rows.stopped_by_scheduler(trial_id)
 
-    def end(self, trial_id: str, trial: Any, *, errored: bool = False, returned: bool = False,
-            last: Mapping[str, Any] | None = None, reported: bool = False) -> str | None:
-        """End the trial: its row, then the study's tell with the matching state, then
-        the journal synced, from when on its result is durable. Returns its status, or
-        ``None`` when a watcher paused it (its row and study trial stay unfinished).
+    def end(self, trial_id: str, *, errored: bool = False,
+            returned: bool = False) -> str | None:
+        """End a trial this run runs (:meth:`link`): its row, then the study's tell with
+        the matching state (several objectives and constraints told from its last report
+        with every objective), then the journal synced, from when on its result is
+        durable. Returns its status, or ``None`` when a watcher paused it (its row and
+        study trial stay unfinished).
 
         Args:
-            trial: Its ``optuna.Trial``.
             errored: Its code raised.
             returned: Its training function returned by itself.
-            last: Its last report with every objective (several objectives and
-                constraints are told from it).
-            reported: Whether it reported any objective value to the study.
         """
+        live = self.live.pop(trial_id)
+        trial, last = live.trial, live.last
         if errored and any(w.pauses(trial_id) for w in self._watchers):
             return None
         status = self.rows.end(trial_id, errored=errored, returned=returned)
         self._ended(trial_id)
         value = study_value(self.spec.objectives, last=last,
                             final_value=self.rows.trials[trial_id].get("final_value"))
-        state, value = study_outcome(status, value=value, has_reports=reported)
+        state, value = study_outcome(status, value=value, has_reports=bool(live.reported))
         try:
             trial.set_user_attr("status", status)
             if self.spec.constraints and last is not None and state != TrialState.FAIL:
@@ -405,7 +412,7 @@ def _reconcile(rows: TrialRecords, recorded: Sequence[RecordedTrial]) -> list[Re
                                      values=trial.intermediate)
             rows.link_optuna(trial.trial_id, trial.number)
         elif row is None or row.get("status") not in st.ENDED:
-            rows.end_as_recorded(trial.trial_id, params=trial.params, status=_status_of(trial),
+            rows.end_as_recorded(trial.trial_id, params=trial.params, status=status_of(trial),
                                  optuna_trial=trial.number, values=trial.intermediate,
                                  final_value=trial.value)
     return unfinished
@@ -418,12 +425,4 @@ def _last_reported(rows: TrialRecords, trial: RecordedTrial, key: str) -> float:
             if h["trial_id"] == trial.trial_id and h.get("evaluated") is not False]
     seen = [float(t) for t in seen if isinstance(t, (int, float)) and math.isfinite(t)]
     return max(seen, default=-math.inf)
-
-
-def _status_of(trial: RecordedTrial) -> str:
-    """The table status of an ended trial of the study (its ``status`` attribute; sweeps
-    of older hpsearch versions may lack it)."""
-    if trial.status in st.ENDED:
-        return trial.status
-    return {"COMPLETE": st.COMPLETED, "PRUNED": st.STOPPED}.get(trial.state.name, st.FAILED)
 

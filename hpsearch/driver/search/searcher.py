@@ -6,12 +6,14 @@
   trial may start now; if so it continues an unfinished trial of the record (a resumed
   sweep's, under its own hpsearch id and Optuna trial) or asks the study for a new one.
   The hpsearch id travels in the trial's config (:mod:`~hpsearch.driver.search.ids`).
-* ``on_trial_result`` reports each finite objective at its study step
-  (:func:`~hpsearch.driver.record.study.study_step`), once per step (every objective's
-  value, for a study of several: :func:`~hpsearch.driver.record.objectives.report_values`).
+  The trial is linked to the record
+  (:meth:`~hpsearch.driver.record.sweep_record.SweepRecord.link`), which takes each of its
+  reports from then on, the study's step among them: a report is not the searcher's.
 * ``on_trial_complete`` ends the trial in the record
   (:meth:`~hpsearch.driver.record.sweep_record.SweepRecord.end`): its row, the study's
-  tell with the constraints' violations at its last report, the journal synced.
+  tell with the constraints' violations at its last report, the journal synced. Tune
+  hands the last report to the tables callback before it ends a trial, so the record has
+  it.
 
 :class:`SweepSearch` is the search algorithm Tune runs it in. While the cluster ledger
 holds the sweep below the trials it could run, it tells Tune the search is finished for
@@ -21,29 +23,15 @@ is waiting for; as soon as the share allows, it is open again.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 
-from hpsearch.driver.record.objectives import (ConstraintMetricMissing, check_first_report,
-                                               objective_values, report_values)
-from hpsearch.driver.record.study import study_step
 from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
 from hpsearch.space.spec import Spec
-from hpsearch.store.reports import OBJECTIVE_MISSING
 
 __all__ = ["SweepSearch", "SweepSearcher"]
-
-
-@dataclass
-class _Live:
-    trial_id: str  # hpsearch's
-    trial: Any  # optuna.Trial
-    steps: set[int] = field(default_factory=set)  # study steps reported
-    last: Mapping[str, Any] | None = None  # its last report with every objective
 
 
 class SweepSearcher(Searcher):
@@ -66,12 +54,7 @@ class SweepSearcher(Searcher):
         self.space: Callable[[Any], dict[str, Any]] = define_by_run(spec)
         self.unfinished = list(record.unfinished)
         self.created = len(record.recorded)  # the sweep's own trials the study holds
-        self.live: dict[str, _Live] = {}  # Tune trial id -> the trial it runs
-        #: Why the sweep cannot go on: a trial's first report lacked a metric the space's
-        #: other objectives or constraints name (the stopper ends the sweep on it).
-        self.problem: str | None = None
-        s = spec.scheduler
-        self.milestones = (*s.rungs(), s.max_t)
+        self.live: dict[str, str] = {}  # Tune trial id -> the hpsearch trial it runs
 
     # --- what Tune asks -------------------------------------------------------------------
 
@@ -101,62 +84,27 @@ class SweepSearcher(Searcher):
             return None
         if verdict == "done":
             return Searcher.FINISHED
-        live, params = self._continue() if self.unfinished else self._ask(trial_id)
-        self.live[trial_id] = live
-        self.record.link(live.trial_id, live.trial.number)
-        return {**params, TRIAL_ID_KEY: live.trial_id}
+        if self.unfinished:  # a resumed sweep's unfinished trial, continued
+            from hpsearch.driver.internals import reopen_trial
 
-    def _ask(self, trial_id: str) -> tuple[_Live, dict[str, Any]]:
-        trial = self.record.study.ask()
-        params = self.space(trial)
-        trial.set_user_attr("trial_id", trial_id)
-        self.created += 1
-        return _Live(trial_id, trial), params
-
-    def _continue(self) -> tuple[_Live, dict[str, Any]]:
-        from hpsearch.driver.internals import reopen_trial
-
-        recorded = self.unfinished.pop(0)
-        trial = reopen_trial(self.record.study, recorded.number)
-        return _Live(recorded.trial_id, trial, set(recorded.intermediate)), dict(recorded.params)
-
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        live = self.live.get(trial_id)
-        if live is not None:
-            self._report(live, result)
+            recorded = self.unfinished.pop(0)
+            key, params = recorded.trial_id, dict(recorded.params)
+            self.record.link(key, reopen_trial(self.record.study, recorded.number),
+                             reported=recorded.intermediate)
+        else:
+            trial = self.record.study.ask()
+            key, params = trial_id, self.space(trial)
+            trial.set_user_attr("trial_id", key)
+            self.created += 1
+            self.record.link(key, trial)
+        self.live[trial_id] = key
+        return {**params, TRIAL_ID_KEY: key}
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
-        live = self.live.pop(trial_id, None)
-        if live is None:
-            return
-        if result:
-            self._report(live, result)  # the last report: Tune sent it nowhere else
-        self.record.end(live.trial_id, live.trial, errored=error, returned=not error,
-                        last=live.last, reported=bool(live.steps))
-
-    def _report(self, live: _Live, result: Mapping[str, Any]) -> None:
-        if result.get(OBJECTIVE_MISSING):
-            return
-        try:
-            t = float(result.get(self.spec.scheduler.result_key,
-                                 result.get("training_iteration")))
-        except (TypeError, ValueError):
-            return
-        if live.last is None and self.problem is None:
-            try:
-                check_first_report(result, self.spec.objectives, self.spec.constraints)
-            except ConstraintMetricMissing as exc:
-                self.problem = str(exc)
-        values = objective_values(result, self.spec.objectives)
-        if t < 0 or values is None or not math.isfinite(t):
-            return
-        live.last = result
-        step = study_step(t, self.milestones, live.steps)
-        if live.steps and step <= max(live.steps):  # repeated (a restarted trial)
-            return
-        report_values(live.trial, step, values)
-        live.steps.add(step)
+        key = self.live.pop(trial_id, None)
+        if key is not None:
+            self.record.end(key, errored=error, returned=not error)
 
     # --- the record is the journal: Tune's saved state holds none of it --------------------
 

@@ -109,7 +109,7 @@ class SweepRun:
         self.stopper = SweepStopper(records, all_failed_after=min(spec.trials.num, 3),
                                     watch=self.watch, time_budget_s=spec.budget.time_s,
                                     deadline_at=deadline_at, disk=self.disk,
-                                    problem=lambda: self.searcher.problem)
+                                    problem=lambda: self.record.problem)
         self.housekeeping = Housekeeping(runner, self.admission)
 
     def tuner(self) -> Any:
@@ -188,7 +188,7 @@ class SweepRun:
                 f"{sweep.name} --storage {sweep.storage}`.")
         if status == st.SWEEP_MISSING_METRIC:
             raise ConstraintMetricMissing(
-                f"{self.searcher.problem}. The sweep stopped; its tables are in {sweep}.")
+                f"{self.record.problem}. The sweep stopped; its tables are in {sweep}.")
         if status == st.SWEEP_INTERRUPTED:
             raise Interrupted(
                 f"interrupted: the tables in {sweep} are up to date. "

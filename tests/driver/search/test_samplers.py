@@ -53,6 +53,8 @@ def qmc_warnings(sampler):
     handler.emit = lambda record: seen.append(record.getMessage())
     logger = logging.getLogger("optuna.samplers._qmc")
     logger.addHandler(handler)
+    verbosity = optuna.logging.get_verbosity()  # another module's import may have raised it
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = optuna.create_study(sampler=sampler)
         for _ in range(4):
@@ -62,6 +64,7 @@ def qmc_warnings(sampler):
             trial.suggest_float("lr", 1e-4, 1e-1, log=True)
     finally:
         logger.removeHandler(handler)
+        optuna.logging.set_verbosity(verbosity)
     return seen
 
 

@@ -68,14 +68,20 @@ class Tune:
 
     def report(self, tune_id, result):
         trial = type("T", (), {"trial_id": tune_id, "config": self.configs[tune_id]})()
+        # Tune's order: the scheduler decides, the searcher hears a report it did not stop,
+        # the callbacks (the tables callback: the record) hear every report; then a
+        # stopped trial ends.
+        decision = self.asha.on_trial_result(None, trial, result)
+        if decision != "STOP":
+            self.searcher.on_trial_result(tune_id, result)
         self.record.report(trial.config[TRIAL_ID_KEY], result)
-        if self.asha.on_trial_result(None, trial, result) == "STOP":
+        if decision == "STOP":
             self.searcher.on_trial_complete(tune_id, result)
-            return "STOP"
-        self.searcher.on_trial_result(tune_id, result)
-        return "CONTINUE"
+        return decision
 
     def end(self, tune_id, result=None, *, error=False):
+        """A trial's end: Tune hands its last ``result`` (the trial's last report, which
+        the callbacks heard already) to the searcher."""
         self.searcher.on_trial_complete(tune_id, result, error=error)
 
 
@@ -102,8 +108,8 @@ def test_asha_stop_is_pruned_completion_is_complete_failure_fails(sweep, mode):
     sign = 1 if mode == "min" else -1
     for tid in ("a", "b", "c"):
         tune.start(tid)
-    # a: to max_t, one report per epoch; ASHA says STOP at max_t, and the searcher hears
-    # the last report only in on_trial_complete.
+    # a: to max_t, one report per epoch; ASHA says STOP at max_t (Tune then hands the
+    # last report to the callbacks, not the searcher, before it ends the trial).
     for e in range(1, 9):
         assert tune.report("a", report(e, sign * (1.0 / e))) == "CONTINUE"
     assert tune.report("a", report(9, sign * 0.1, status="completed")) == "STOP"
@@ -173,9 +179,9 @@ def test_a_restarted_trial_does_not_report_a_step_twice(sweep):
     tune.start("a")
     # restarted from its epoch-1 checkpoint after epoch 3; the repeats differ. Optuna keeps
     # a step's first value by itself: test_several_objectives.py has the case where only
-    # the searcher's guard does (a study of several objectives).
+    # the record's guard does (a study of several objectives).
     for e, value in ((1, 1.0), (2, 0.5), (3, 0.4), (2, 0.55), (3, 0.45), (4, 0.3)):
-        tune.searcher.on_trial_result("a", report(e, value))
+        tune.record.report("a", report(e, value))
     assert study_of(sweep)["a"].intermediate_values == pytest.approx(
         {1: 1.0, 2: 0.5, 3: 0.4, 4: 0.3})
 
@@ -226,7 +232,7 @@ def test_a_resumed_sweep_continues_its_unfinished_trials_first_as_the_same_optun
     config = second.start("x1")  # Tune's new id for b
     assert config == {**params_b, TRIAL_ID_KEY: "b"}
     assert second.report("x1", report(3, 0.3)) == "CONTINUE"
-    second.end("x1", report(9, 0.2, status="completed"))
+    assert second.report("x1", report(9, 0.2, status="completed")) == "STOP"  # at max_t
     third = second.start("x2")
     assert third[TRIAL_ID_KEY] == "x2"  # then new trials, up to the plan
     assert second.start("x3")[TRIAL_ID_KEY] == "x3"

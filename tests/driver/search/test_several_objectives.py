@@ -52,7 +52,6 @@ def test_mo_asha_stops_the_dominated_trial_and_the_study_keeps_the_feasible_fron
     sweep.path.mkdir()
     record = SweepRecord(spec, sweep)
     record.open_study(directions=directions(spec.objectives), sampler=make_sampler(spec))
-    records = record.rows
     searcher = SweepSearcher(record, admission=Admission(planned=3, slots=3))
     asha = SweepASHA(spec, record)
     assert isinstance(asha.rungs, ParetoRungs)
@@ -66,7 +65,7 @@ def test_mo_asha_stops_the_dominated_trial_and_the_study_keeps_the_feasible_fron
     for name in curves:
         config = searcher.suggest(name)
         trials[name] = _Trial(name, config)
-        records.start(config[TRIAL_ID_KEY], config)
+        record.start(config[TRIAL_ID_KEY], config)
     ended = {}
     for epoch in (1, 2, 3):
         for name, curve in curves.items():
@@ -76,9 +75,7 @@ def test_mo_asha_stops_the_dominated_trial_and_the_study_keeps_the_feasible_fron
             result = {"val_loss": loss, "samples_per_s": speed, "val_accuracy": acc,
                       "epoch": epoch, "training_iteration": epoch}
             decision = asha.on_trial_result(None, trials[name], result)
-            if decision == TrialScheduler.CONTINUE:
-                searcher.on_trial_result(name, result)
-            records.result(trials[name].config[TRIAL_ID_KEY], result)
+            record.report(trials[name].config[TRIAL_ID_KEY], result)
             if decision == TrialScheduler.STOP:
                 asha.on_trial_complete(None, trials[name], result)
                 searcher.on_trial_complete(name, result)
@@ -103,24 +100,23 @@ def test_mo_asha_stops_the_dominated_trial_and_the_study_keeps_the_feasible_fron
 
 
 def one_at_a_time(tmp_path, spec):
-    """A sweep directory, records and a searcher that runs one trial at a time."""
+    """A sweep directory, its record and a searcher that runs one trial at a time."""
     sweep = SweepDir(tmp_path / spec.name)
     sweep.path.mkdir()
     record = SweepRecord(spec, sweep)
     record.open_study(directions=directions(spec.objectives))
     searcher = SweepSearcher(record, admission=Admission(planned=3, slots=1))
-    return sweep, record.rows, searcher
+    return sweep, record, searcher
 
 
 def test_one_objective_sweeps_tell_the_study_as_before(tmp_path):
     spec = replace(make_spec(), more_objectives=(), constraints=())
-    sweep, records, searcher = one_at_a_time(tmp_path, spec)
+    sweep, record, searcher = one_at_a_time(tmp_path, spec)
     config = searcher.suggest("x")
-    records.start(config[TRIAL_ID_KEY], config)
+    record.start(config[TRIAL_ID_KEY], config)
     for epoch, loss in ((1, 0.9), (2, 0.7), (3, 0.6)):
         result = {"val_loss": loss, "epoch": epoch, "training_iteration": epoch}
-        searcher.on_trial_result("x", result)
-        records.result("x", result)
+        record.report("x", result)
     searcher.on_trial_complete("x", result)
     (trial,) = load_sweep_study(sweep).trials
     assert trial.value == 0.6 and trial.intermediate_values == {1: 0.9, 2: 0.7, 3: 0.6}
@@ -131,15 +127,15 @@ def test_a_constraint_on_a_metric_the_first_report_lacks_stops_the_sweep_in_one_
     from hpsearch.driver.monitor.stops import SweepStopper
 
     spec = replace(make_spec(), constraints=(Constraint("val_acc", min=0.5),))
-    _, records, searcher = one_at_a_time(tmp_path, spec)
-    stopper = SweepStopper(records, all_failed_after=3, problem=lambda: searcher.problem)
+    _, record, searcher = one_at_a_time(tmp_path, spec)
+    stopper = SweepStopper(record.rows, all_failed_after=3, problem=lambda: record.problem)
     config = searcher.suggest("a")
-    records.start(config[TRIAL_ID_KEY], config)
+    record.start(config[TRIAL_ID_KEY], config)
     assert not stopper.stop_all()
-    searcher.on_trial_result("a", {"val_loss": 0.9, "samples_per_s": 900, "val_accuracy": 0.7,
+    record.report("a", {"val_loss": 0.9, "samples_per_s": 900, "val_accuracy": 0.7,
                                    "epoch": 1, "training_iteration": 1})
     assert stopper.stop_all() and stopper.reason == "missing_metric"
-    assert searcher.problem.startswith("the trial's first report has no "
+    assert record.problem.startswith("the trial's first report has no "
                                        "constraints[0].metric: val_acc (did you mean "
                                        "`val_accuracy`?)")
 
@@ -148,19 +144,18 @@ def test_a_restarted_trial_reports_each_step_once_with_its_first_values(tmp_path
     """A trial restarted from its epoch-1 checkpoint after epoch 3 reports epochs 2 and 3
     again, with other values (another data order). With one objective Optuna keeps the
     first value of a step itself; with several, each step is a trial attribute that a
-    second report would overwrite, so the searcher must not send it."""
+    second report would overwrite, so the record must not send it."""
     spec = make_spec()
-    sweep, records, searcher = one_at_a_time(tmp_path, spec)
+    sweep, record, searcher = one_at_a_time(tmp_path, spec)
     config = searcher.suggest("a")
-    records.start(config[TRIAL_ID_KEY], config)
+    record.start(config[TRIAL_ID_KEY], config)
     curve = [(1, 0.9, 900), (2, 0.7, 910), (3, 0.6, 920),  # the first run
              (2, 0.75, 800), (3, 0.65, 810),               # restarted after epoch 1
              (4, 0.5, 930)]
     for epoch, loss, speed in curve:
         result = {"val_loss": loss, "samples_per_s": speed, "val_accuracy": 0.8,
                   "epoch": epoch, "training_iteration": epoch}
-        searcher.on_trial_result("a", result)
-        records.result("a", result)
+        record.report("a", result)
     searcher.on_trial_complete("a", result)
     (trial,) = load_sweep_study(sweep).trials
     reports = {k: v for k, v in trial.user_attrs.items() if k.startswith("report:")}

@@ -20,9 +20,20 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from hpsearch.space.spec import Spec
+
+if TYPE_CHECKING:
+    from hpsearch.driver.limits.ledger import LedgerClient
+
+
+class Reports(Protocol):
+    """The sweep's reports, as the record's rows hold them
+    (:class:`~hpsearch.store.records.TrialRecords`: ``history``, and ``rewrites``, which
+    changes when the history is rebuilt rather than appended to)."""
+
+    history: Sequence[Mapping[str, Any]]
 
 __all__ = ["DONE", "START", "WAIT", "Admission", "MilestoneTimes"]
 
@@ -51,7 +62,7 @@ class MilestoneTimes:
         self.reached: set[str] = set()
         self.times: list[float] = []  # sorted
 
-    def median(self, records: Any) -> float | None:
+    def median(self, records: Reports) -> float | None:
         history = records.history
         rewrites = getattr(records, "rewrites", None)
         if rewrites != self.rewrites or len(history) < self.seen:
@@ -102,7 +113,7 @@ class Admission:
     slots: int
     deadline_at: float | None = None
     first_milestone_s: Callable[[], float | None] = lambda: None
-    ledger: Any = None
+    ledger: LedgerClient | None = None
     clock: Callable[[], float] = time.time
     refused_for_deadline: bool = field(default=False, init=False)
 

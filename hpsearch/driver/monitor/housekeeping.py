@@ -4,13 +4,34 @@ share of a shared cluster."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Protocol
 
 from ray.tune import Callback
 
 from hpsearch.driver.search.ids import hpsearch_id
 
-__all__ = ["Housekeeping"]
+__all__ = ["Housekeeping", "Shares", "WorkerGroups"]
+
+
+class WorkerGroups(Protocol):
+    """What housekeeping asks of the sweep's runner
+    (:class:`~hpsearch.driver.trials.runners.Runner`)."""
+
+    uses_worker_groups: bool
+
+    def trial_ended(self, trial_id: str) -> None:
+        """The trial's warm worker group, if any, is free."""
+
+    def set_slots(self, slots: int) -> None:
+        """Hold no more warm worker groups than ``slots``."""
+
+
+class Shares(Protocol):
+    """What housekeeping asks of the sweep's admission
+    (:class:`~hpsearch.driver.limits.admission.Admission`)."""
+
+    def share(self) -> int:
+        """The trials the sweep may run at once on a shared cluster."""
 
 #: How often a sweep whose trials run no worker groups looks for orphaned groups.
 OTHERS_REAP_S = 10.0
@@ -35,7 +56,7 @@ class Housekeeping(Callback):
         every_s: Seconds between periodic checks.
     """
 
-    def __init__(self, runner: Any, admission: Any, *, every_s: float = 1.0):
+    def __init__(self, runner: WorkerGroups, admission: Shares, *, every_s: float = 1.0):
         self.runner = runner
         self.admission = admission
         self.every_s = every_s

@@ -14,7 +14,7 @@ step, and the first reason that holds ends the run and is kept as :attr:`reason`
 ``disk_full``      the sweep's disk is full (:class:`~hpsearch.driver.monitor.disk.DiskWatch`):
                    as for ``interrupted``, running trials stay unfinished to resume
 ``missing_metric`` a trial's first report lacks a metric the space's objectives or
-                   constraints name (the searcher's ``problem``): every trial would
+                   constraints name (the record's ``problem``): every trial would
 =================  =====================================================================
 """
 
@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import KW_ONLY, InitVar, dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ray.tune.stopper import Stopper
 
 from hpsearch.store import status as st
 from hpsearch.store.records import TrialRecords
+
+if TYPE_CHECKING:
+    from hpsearch.driver.monitor.disk import DiskWatch
+    from hpsearch.driver.monitor.stall import StallWatch
 
 __all__ = ["TIME_BUDGET", "SweepStopper"]
 
@@ -56,11 +60,11 @@ class SweepStopper(Stopper):
     records: TrialRecords
     _: KW_ONLY
     all_failed_after: int
-    watch: Any = None
+    watch: StallWatch | None = None
     time_budget_s: InitVar[float | None] = None
     deadline_at: float | None = None
     clock: Callable[[], float] = time.time
-    disk: Any = None
+    disk: DiskWatch | None = None
     problem: Callable[[], str | None] = lambda: None
     #: Why the sweep ended, once a reason held (module docstring), else ``None``.
     reason: str | None = field(default=None, init=False)

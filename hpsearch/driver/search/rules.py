@@ -13,11 +13,12 @@ All four have the same interface (``judge``, ``seed``, ``seed_from``, ``mileston
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from hpsearch.driver.search.pareto import ParetoRungs
 from hpsearch.driver.search.pasha import ProgressiveRungs
 from hpsearch.driver.search.rungs import Brackets, Rungs
+from hpsearch.space.spec import Scheduler
 
 __all__ = ["RungRule", "make_rungs"]
 
@@ -25,7 +26,7 @@ __all__ = ["RungRule", "make_rungs"]
 RungRule = Rungs | Brackets | ProgressiveRungs | ParetoRungs
 
 
-def make_rungs(scheduler: Any, *, modes: Sequence[str], seed: int | None = 0) -> RungRule:
+def make_rungs(scheduler: Scheduler, *, modes: Sequence[str], seed: int | None = 0) -> RungRule:
     """The rung rule of a spec's ``scheduler`` section for objectives of ``modes`` (one
     per objective, in order); ``seed`` (``search.seed``) draws each trial's bracket."""
     if len(modes) > 1:

@@ -37,7 +37,10 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from hpsearch.space.spec import Objective, Scheduler
 
 __all__ = ["Brackets", "Rungs", "bracket_draw", "milestones_of"]
 
@@ -91,7 +94,7 @@ class Rungs:
         self._finite: dict[float, list[float]] = {m: [] for m in self.milestones}
 
     @classmethod
-    def of(cls, scheduler: Any, objective: Any) -> "Rungs":
+    def of(cls, scheduler: Scheduler, objective: Objective) -> "Rungs":
         """The rungs of a spec's ``scheduler`` section for its ``objective``."""
         return cls(milestones=scheduler.rungs(), reduction_factor=scheduler.reduction_factor,
                    mode=objective.mode)

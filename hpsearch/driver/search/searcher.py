@@ -23,7 +23,7 @@ is waiting for; as soon as the share allows, it is open again.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 
@@ -31,7 +31,24 @@ from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.ids import TRIAL_ID_KEY
 from hpsearch.space.spec import Spec
 
-__all__ = ["SweepSearch", "SweepSearcher"]
+__all__ = ["Admits", "SweepSearch", "SweepSearcher"]
+
+
+class Admits(Protocol):
+    """What the searcher asks before it starts a trial: the sweep's admission
+    (:class:`~hpsearch.driver.limits.admission.Admission`, one room below the searcher's
+    callers: the searcher is handed it)."""
+
+    planned: int
+
+    def decide(self, *, active: int, to_start: int) -> str:
+        """``"start"``, ``"wait"`` or ``"done"``."""
+
+    def held_back(self, *, active: int, to_start: int) -> bool:
+        """Whether a shared cluster's ledger keeps the sweep below what it could run."""
+
+    def cap(self, *, active: int, to_start: int) -> int:
+        """Trials the sweep may run at once now (its heartbeat to the ledger)."""
 
 
 class SweepSearcher(Searcher):
@@ -43,7 +60,7 @@ class SweepSearcher(Searcher):
         admission: Decides whether a trial may start (``decide``, ``held_back``).
     """
 
-    def __init__(self, record: SweepRecord, *, admission: Any):
+    def __init__(self, record: SweepRecord, *, admission: Admits):
         spec = record.spec
         super().__init__(metric=spec.objective.metric, mode=spec.objective.mode)
         from hpsearch.driver.search.space import define_by_run

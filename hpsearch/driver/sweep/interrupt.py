@@ -12,13 +12,17 @@ import contextlib
 import os
 import signal
 import threading
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+if TYPE_CHECKING:
+    from hpsearch.driver.monitor.stops import SweepStopper
 
 __all__ = ["ctrl_c_stops"]
 
 
 @contextlib.contextmanager
-def ctrl_c_stops(stopper: Any, *, say: Callable[[str], None] | None = None) -> Iterator[None]:
+def ctrl_c_stops(stopper: SweepStopper, *,
+                 say: Callable[[str], None] | None = None) -> Iterator[None]:
     """While inside, the first Ctrl-C calls ``stopper.interrupt()`` (and ``say`` a line),
     the second raises ``KeyboardInterrupt``. Outside the main thread, where no handler can
     be installed, Ctrl-C behaves as it did."""

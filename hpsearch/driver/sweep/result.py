@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import HpsearchError
 from hpsearch.store import status as st
+
+if TYPE_CHECKING:
+    from hpsearch.driver.limits.plan import Plan
 
 __all__ = ["EXIT_INTERRUPTED", "Interrupted", "SweepResult"]
 
@@ -42,7 +45,7 @@ class SweepResult:
 
     sweep_dir: Path
     status: str
-    plan: Any
+    plan: Plan
     best: dict[str, Any] | None = None
     counts: dict[str, int] = field(default_factory=dict)
     front: list[dict[str, Any]] = field(default_factory=list)

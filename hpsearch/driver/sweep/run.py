@@ -16,7 +16,7 @@ import os
 import sys
 from dataclasses import replace
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from hpsearch.driver.cluster.preflight import note_gpu_simulation, require_cuda_on_gpu_nodes
 from hpsearch.driver.limits.plan import Plan, local_resources, make_plan
@@ -32,6 +32,9 @@ from hpsearch.store import status as st
 from hpsearch.store import sweeps
 from hpsearch.store.layout import SweepDir, fmt_bytes, free_bytes
 from hpsearch.store.manifest import command_line, new_manifest
+
+if TYPE_CHECKING:
+    from hpsearch.driver.cluster.connect import Connection
 
 __all__ = ["Interrupted", "SweepResult", "expand_name", "resume_sweep", "run_sweep",
            "sweep_dir_for"]
@@ -152,7 +155,7 @@ class _Setup:
     """What a run and a resume have once connected: the cluster, the plan on it, the
     runner placed by it, and what the sweep may hold on its storage."""
 
-    conn: Any
+    conn: Connection
     plan: Plan
     runner: Runner
     need: StorageNeed

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.space.spec import Spec
+
+if TYPE_CHECKING:
+    from hpsearch.driver.limits.plan import Plan
 
 __all__ = ["deadline_at", "iso", "plan_record", "still_ahead"]
 
@@ -54,7 +57,7 @@ def still_ahead(recorded: str | None, stream: Any) -> float | None:
     return at
 
 
-def plan_record(plan: Any, *, max_concurrent: int | None, deadline: float | None) -> dict:
+def plan_record(plan: Plan, *, max_concurrent: int | None, deadline: float | None) -> dict:
     """What the manifest records of a run's plan."""
     return {"slots": plan.slots, "rungs": list(plan.rungs), "max_concurrent": max_concurrent,
             "deadline": iso(deadline)}

@@ -46,8 +46,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from hpsearch.store.layout import SweepDir
 
 __all__ = ["LEASE_S", "GroupHost", "WarmPool", "pool_name"]
 
@@ -84,7 +86,7 @@ class GroupHost:
     """One warm worker group: runs its ``TorchTrainer`` and is its mailbox (a Ray actor
     with threads; see the module docstring)."""
 
-    def __init__(self, runner: Any, sweep: Any, name: str):
+    def __init__(self, runner: Any, sweep: SweepDir, name: str):
         self.runner = runner
         self.sweep = sweep
         self.name = name
@@ -298,7 +300,7 @@ class WarmPool:
         limit: Slots the sweep may hold now (its planned slots, then its share).
     """
 
-    def __init__(self, runner: Any, sweep: Any, limit: int):
+    def __init__(self, runner: Any, sweep: SweepDir, limit: int):
         self.runner = runner
         self.sweep = sweep
         self.limit = max(0, int(limit))
@@ -404,8 +406,9 @@ class WarmPool:
                 pass
 
 
-def pool_name(sweep: Any) -> str:
-    """A name for a sweep run's pool actor, unique per run."""
+def pool_name(sweep: str | os.PathLike) -> str:
+    """A name for a sweep run's pool actor, unique per run (``sweep``: its name or its
+    directory)."""
     import uuid
 
     return f"hpsearch-warm-{os.path.basename(os.fspath(sweep))}-{uuid.uuid4().hex[:8]}"

@@ -44,6 +44,12 @@ Prints one table for a checkout (``--root``, default this one), five questions:
     ways; **crossings**, the distinct caller->callee edges between two rooms on both
     ways (of which between ``driver.*`` and ``store``).
 
+    (d') follows the same report to its trial row and to the study: the stack from its
+    hook to the first call of ``TrialRecords.result`` (the row changed), and to the
+    first call from hpsearch into Optuna (the study's step, the Optuna call counted as
+    one hop). "A report reaches its row through one owner in at most 4 hops" (issue 36)
+    is read here, the Parquet write being (d)'s second half.
+
     (e) counts the distinct caller->callee edges from the call of ``run_sweep`` until
     Tune first starts a trial (its first entry named ``on_trial_start``), in
     ``run_sweep``'s own calls and in the searcher's ``suggest`` (Tune's other hooks in
@@ -221,6 +227,9 @@ def layers_of(root: Path) -> list[str]:
     return LAYERS
 
 
+#: The call that changes a trial's row with a report (the same at 2a9da76 and since).
+ROW_VERB = "hpsearch.store.records:TrialRecords.result"
+
 #: Frames of an expression inside a function, not a function of their own: no hop.
 EXPRESSIONS = ("<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
 
@@ -287,13 +296,16 @@ def trace_child(root: Path) -> None:
         return (code.co_name == "write_table" and "/pyarrow/parquet/" in f) or \
             (code.co_name == "to_parquet" and "/pandas/" in f)
 
+    def is_optuna(code) -> bool:
+        return "/optuna/" in code.co_filename.replace(os.sep, "/")
+
     def is_tune(code) -> bool:
         return "/ray/tune/" in code.co_filename.replace(os.sep, "/")
 
     def attempt() -> dict:
         return {"report": None, "entries": [], "write_stacks": [], "calls": set(),
                 "edges": set(), "depth_in": 0, "open": None, "write_entry": None,
-                "in_stacks": {}}
+                "in_stacks": {}, "row_stack": None, "study_stack": None}
 
     # (d) follows two reports: the sweep's first (its first write creates the tables) and
     # the first after that write (an ordinary write); the second is printed when whole.
@@ -374,6 +386,9 @@ def trace_child(root: Path) -> None:
             return
         module = where(code)
         if module is None:
+            if phase == "d" and cur["open"] is not None and cur["study_stack"] is None \
+                    and is_optuna(code) and where(frame.f_back.f_code) is not None:
+                cur["study_stack"] = named(chain(frame.f_back)) + [f"optuna:{code.co_name}"]
             return
         name = fn(code, module)
         caller = caller_of(frame)
@@ -404,6 +419,8 @@ def trace_child(root: Path) -> None:
             cur["calls"].add(name)
             cur["edges"].add(edge)
             stack = named(chain(frame))
+            if name == ROW_VERB and cur["row_stack"] is None:
+                cur["row_stack"] = stack
             cur["depth_in"] = max(cur["depth_in"], hops(stack))
             if hops(stack) > hops(cur["in_stacks"].get(stack[0], ())):
                 cur["in_stacks"][stack[0]] = stack
@@ -421,7 +438,8 @@ def trace_child(root: Path) -> None:
         "reads_e": sorted(state["reads_e"]),
         "edges_d": sorted(d["edges"]), "calls_d": sorted(d["calls"]),
         "entries": d["entries"], "report": d["report"], "write_stacks": d["write_stacks"],
-        "in_stacks": list(d["in_stacks"].values()),
+        "in_stacks": list(d["in_stacks"].values()), "row_stack": d["row_stack"],
+        "study_stack": d["study_stack"],
         "depth_in": d["depth_in"], "ordinary_write": len(whole) == 2,
         "reached_first_trial": state["started"]}), flush=True)
 
@@ -440,6 +458,10 @@ def traced(root: Path) -> dict:
 
 def room_fn(name: str) -> str:
     return room_of(name.split(":")[0])
+
+
+def _hops_of(stack) -> str:
+    return "?" if not stack else str(hops(stack))
 
 
 def report_way(t: dict) -> dict:
@@ -515,6 +537,10 @@ def main() -> None:
                      f"{d['functions']} functions in {d['modules']} modules, {d['crossings']} "
                      f"room crossings ({d['driver_store']} driver<->store)"
                      + ("" if t["ordinary_write"] else "; the sweep's first write")))
+        rows.append(("(d') the report to its row and to the study",
+                     f"{_hops_of(t.get('row_stack'))} hops to its row, "
+                     f"{_hops_of(t.get('study_stack'))} to the study (the Optuna call "
+                     "counted)"))
         rows.append(("(e) run_sweep to the first trial",
                      f"{e['ops']} climbs back up, {e['ds_ops']} driver<->store crossings "
                      f"(without property reads and imports; with them {e['climbs']} and "
@@ -522,6 +548,8 @@ def main() -> None:
                      f"{e['edges']} distinct hpsearch call edges"
                      + ("" if t["reached_first_trial"] else " (NO trial started)")))
         details += [("(d) entries", t["entries"]),
+                    ("(d') to its row", t.get("row_stack") or []),
+                    ("(d') to the study", t.get("study_stack") or []),
                     ("(d) deepest stack under each hook", t.get("in_stacks", [])),
                     ("(d) write stacks", t["write_stacks"]),
                     ("(d) modules", d["_modules"]), ("(d) crossings", d["_cross"]),

@@ -57,8 +57,7 @@ def test_a_server_away_mid_trial_costs_one_line_and_nothing_sent(mlflow_server):
     tracker = MlflowTracker(mlflow_server.uri, "away")
     tracker.check()
     record.observe(Tracking([tracker], say=lines.append, drain_s=60))
-    trial = record.study.ask()
-    record.link("t1", trial)
+    record.ask("t1", lambda trial: {"lr": 0.01})
     record.start("t1", {"lr": 0.01})
     for epoch in (1, 2, 3):
         record.report("t1", report(epoch))
@@ -97,8 +96,7 @@ def test_a_new_tracker_continues_each_run_where_it_stopped(mlflow_server):
     first = SweepRecord.in_memory(spec)
     first.open_study(directions=["minimize"])
     first.observe(Tracking([MlflowTracker(mlflow_server.uri, "again")], say=print))
-    trial = first.study.ask()
-    first.link("t1", trial)
+    first.ask("t1", lambda trial: {"lr": 0.02})
     first.start("t1", {"lr": 0.02})
     for epoch in (1, 2, 3):
         first.report("t1", report(epoch))

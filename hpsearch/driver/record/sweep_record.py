@@ -9,7 +9,8 @@ sweep, and every change to them is one of its verbs:
 ``create``      a new sweep's directory, space and manifest
 ``open``        an existing sweep, read and checked, the rows made to agree with the study
 ``open_study``  the study with this run's sampler, and its journal
-``link``        a trial this run runs: its Optuna trial (:class:`LiveTrial`)
+``ask``         a new trial of the study, its parameters drawn, run as a :class:`LiveTrial`
+``carry_on``    a resumed sweep's unfinished trial continued as the same Optuna trial
 ``start``       a trial's row begins (Tune started it)
 ``report``      the one place a report goes: the row, the history, the study's step
 ``end``         the one place a trial ends: its row, the study's tell, the journal synced
@@ -226,13 +227,26 @@ class SweepRecord:
         if self._observers:
             self._observers.tell("started", trial_id, dict(self.rows.trials[trial_id]))
 
-    def link(self, trial_id: str, trial: Any, *,
-             reported: Mapping[int, Any] | None = None) -> LiveTrial:
-        """This run runs ``trial_id`` as the ``optuna.Trial`` ``trial``: asked now, or a
-        resumed sweep's unfinished trial continued, with the study steps it ``reported``."""
-        self.live[trial_id] = live = LiveTrial(trial, dict(reported or {}))
+    def ask(self, trial_id: str, space: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """A new trial of the study, run as ``trial_id``; returns its parameters, drawn by
+        the define-by-run ``space`` (:func:`hpsearch.driver.search.space.define_by_run`)."""
+        trial = self.study.ask()
+        params = space(trial)
+        trial.set_user_attr("trial_id", trial_id)
+        self._runs(trial_id, trial, {})
+        return params
+
+    def carry_on(self, trial: RecordedTrial) -> dict[str, Any]:
+        """Continue a resumed sweep's unfinished ``trial`` as the same Optuna trial, with
+        the study steps it reported; returns its parameters."""
+        from hpsearch.driver.internals import reopen_trial
+
+        self._runs(trial.trial_id, reopen_trial(self.study, trial.number), trial.intermediate)
+        return dict(trial.params)
+
+    def _runs(self, trial_id: str, trial: Any, reported: Mapping[int, Any]) -> None:
+        self.live[trial_id] = LiveTrial(trial, dict(reported))
         self.rows.link_optuna(trial_id, trial.number)
-        return live
 
     def report(self, trial_id: str, result: Mapping[str, Any]) -> None:
         """One report of the trial: its row and the history, then its study step (a trial

@@ -1,4 +1,4 @@
-"""The sweep's searcher: Ray Tune's ``Searcher`` interface over Optuna's ask and tell.
+"""The sweep's searcher: Ray Tune's ``Searcher`` interface over the sweep record's ask and end.
 
 :class:`SweepSearcher` is the one place a trial begins and ends in the record:
 
@@ -6,9 +6,10 @@
   trial may start now; if so it continues an unfinished trial of the record (a resumed
   sweep's, under its own hpsearch id and Optuna trial) or asks the study for a new one.
   The hpsearch id travels in the trial's config (:mod:`~hpsearch.driver.search.ids`).
-  The trial is linked to the record
-  (:meth:`~hpsearch.driver.record.sweep_record.SweepRecord.link`), which takes each of its
-  reports from then on, the study's step among them: a report is not the searcher's.
+  Both are the record's verbs
+  (:meth:`~hpsearch.driver.record.sweep_record.SweepRecord.ask`, ``carry_on``), and the
+  record takes each of the trial's reports from then on, the study's step among them: a
+  report is not the searcher's.
 * ``on_trial_complete`` ends the trial in the record
   (:meth:`~hpsearch.driver.record.sweep_record.SweepRecord.end`): its row, the study's
   tell with the constraints' violations at its last report, the journal synced. Tune
@@ -102,18 +103,11 @@ class SweepSearcher(Searcher):
         if verdict == "done":
             return Searcher.FINISHED
         if self.unfinished:  # a resumed sweep's unfinished trial, continued
-            from hpsearch.driver.internals import reopen_trial
-
             recorded = self.unfinished.pop(0)
-            key, params = recorded.trial_id, dict(recorded.params)
-            self.record.link(key, reopen_trial(self.record.study, recorded.number),
-                             reported=recorded.intermediate)
+            key, params = recorded.trial_id, self.record.carry_on(recorded)
         else:
-            trial = self.record.study.ask()
-            key, params = trial_id, self.space(trial)
-            trial.set_user_attr("trial_id", key)
+            key, params = trial_id, self.record.ask(trial_id, self.space)
             self.created += 1
-            self.record.link(key, trial)
         self.live[trial_id] = key
         return {**params, TRIAL_ID_KEY: key}
 

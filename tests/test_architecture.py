@@ -274,6 +274,31 @@ def test_one_module_of_the_driver_changes_the_trial_rows():
     assert found == {"hpsearch/driver/record/sweep_record.py"}, sorted(found)
 
 
+#: What writes a sweep's manifest or space: :mod:`hpsearch.store.manifest`'s writers, and
+#: :mod:`hpsearch.store.sweeps`' whole operations (called as ``sweeps.<name>``).
+MANIFEST_WRITERS = {"write_manifest", "record_driver"}
+SWEEPS_WRITERS = {"create", "begin_run", "end_run", "write_space"}
+
+
+def test_only_the_record_writes_a_sweeps_manifest_in_the_driver():
+    """A run's manifest is the record's (``SweepRecord``): warm start hands it what it
+    imported, the GPU simulation's note goes through ``begin``; no other driver module
+    writes the manifest or the space."""
+    found = set()
+    for path in MODULES:
+        if not rel(path).startswith("hpsearch/driver/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in MANIFEST_WRITERS or (
+                    isinstance(f, ast.Attribute) and f.attr in SWEEPS_WRITERS
+                    and isinstance(f.value, ast.Name) and f.value.id == "sweeps"):
+                found.add(rel(path))
+    assert found == {"hpsearch/driver/record/sweep_record.py"}, sorted(found)
+
+
 #: Where no module-level mutable state may live: what lives as long as a sweep belongs to
 #: the sweep's objects, what lives as long as a process to one named object (a class
 #: instance, a cached function), never to a bare module global.

@@ -9,6 +9,7 @@ sweep, and every change to them is one of its verbs:
 ``create``      a new sweep's directory, space and manifest
 ``open``        an existing sweep, read and checked, the rows made to agree with the study
 ``open_study``  the study with this run's sampler, and its journal
+``learnt_from`` earlier sweeps' trials in the study: the spec's seed, the manifest's note
 ``ask``         a new trial of the study, its parameters drawn, run as a :class:`LiveTrial`
 ``carry_on``    a resumed sweep's unfinished trial continued as the same Optuna trial
 ``start``       a trial's row begins (Tune started it)
@@ -168,6 +169,12 @@ class SweepRecord:
         if self.unfinished:
             self._recover_checkpointed_reports()
         return self.study
+
+    def learnt_from(self, spec: Spec, summary: Mapping[str, Any]) -> None:
+        """The study holds earlier sweeps' trials: this run runs ``spec`` (its sampler's
+        own seed); the manifest says what was imported (written as the run begins)."""
+        self.spec = spec
+        self.manifest.update(seed=spec.search.seed, warm_start=dict(summary))
 
     def watch(self, watcher: RecordWatcher) -> None:
         """Attach a feature that may pause trials and hears of refused writes."""

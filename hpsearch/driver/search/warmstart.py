@@ -21,7 +21,10 @@ or ``latest``: the newest earlier sweep in the same storage whose space has the 
 
 The sweep's sampler seed is mixed with the sweep's name, so two warm-started nights with
 ``seed: 0`` do not draw the same random proposals. The manifest records what was imported.
-:func:`warm_start` is the whole operation, as a new sweep begins.
+:func:`warm_start` is the whole operation, as a new sweep begins: it hands the sweep's
+record the spec with that seed and what was imported
+(:meth:`~hpsearch.driver.record.sweep_record.SweepRecord.learnt_from`), whose manifest is
+written as the run begins.
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from hpsearch.errors import InvalidArgumentError
+from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.space import distributions, inside
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store.layout import SweepDir
-from hpsearch.store.manifest import write_manifest
 from hpsearch.store.tables import python_value
 
 __all__ = ["import_trials", "resolve_sources", "warm_seed", "warm_start"]
@@ -45,17 +48,17 @@ __all__ = ["import_trials", "resolve_sources", "warm_seed", "warm_start"]
 _IMPORTED = (st.COMPLETED, st.STOPPED_BY_ASHA, st.STOPPED)
 
 
-def warm_start(spec: Spec, sweep: SweepDir, manifest: dict[str, Any], stream: Any) -> Spec:
-    """Seed the new sweep's study with earlier sweeps' trials and record what was
-    imported in its manifest; returns the spec with the sweep's own sampler seed."""
+def warm_start(record: SweepRecord, stream: Any) -> None:
+    """Seed a new sweep's study with earlier sweeps' trials; its ``record`` takes the spec
+    with the sweep's own sampler seed and what was imported."""
     from hpsearch.driver.record.study import open_study
 
+    spec, sweep = record.spec, record.sweep
     spec = replace(spec, search=replace(spec.search,
                                         seed=warm_seed(spec.search.seed, sweep.name)))
-    manifest["seed"] = spec.search.seed
     sources = resolve_sources(sweep, spec, spec.search.warm_start)
     if not sources:
-        manifest["warm_start"] = {"from": [], "imported": 0, "note": "no earlier sweep"}
+        summary: dict[str, Any] = {"from": [], "imported": 0, "note": "no earlier sweep"}
         print("warm start: no earlier sweep of this space yet; starting fresh", file=stream)
     else:
         study, journal = open_study(
@@ -63,13 +66,11 @@ def warm_start(spec: Spec, sweep: SweepDir, manifest: dict[str, Any], stream: An
         summary = import_trials(spec, study, sources)
         if journal is not None:
             journal.sync()
-        manifest["warm_start"] = summary
         print(f"warm start: {summary['imported']} trials from {', '.join(summary['from'])}"
               f" ({summary['not_fitting']} outside this space, {summary['skipped']} failed "
               f"or unfinished); {len(summary['enqueued'])} best configurations run first",
               file=stream)
-    write_manifest(sweep, manifest)
-    return spec
+    record.learnt_from(spec, summary)
 
 
 def resolve_sources(sweep: SweepDir, spec: Spec, names: tuple[str, ...]) -> list[SweepDir]:

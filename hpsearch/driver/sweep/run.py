@@ -100,7 +100,7 @@ def run_sweep(
         if spec.search.warm_start:
             from hpsearch.driver.search.warmstart import warm_start
 
-            record.spec = warm_start(spec, sweep, manifest, stream)
+            warm_start(record, stream)
         return _drive(record, setup, deadline=until, verbose=verbose, stream=stream)
 
 

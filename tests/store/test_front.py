@@ -164,6 +164,40 @@ def test_a_warm_start_imports_every_objective_and_the_constraints_and_reruns_the
     assert {t.user_attrs["warm_start"].split("/")[1] for t in study.best_trials} == {"a", "b"}
 
 
+def test_a_warm_started_sweep_of_several_objectives_opens_its_study_with_each_direction(
+        tmp_path):
+    """The whole warm start, as ``hpsearch run --warm-start`` begins a sweep: its study is
+    the record's, made with one direction per objective (made with the first objective's
+    alone, adding the earlier trials failed with a ValueError), and the record takes the
+    sweep's own seed and the import's summary for its manifest."""
+    import io
+
+    from hpsearch.driver.record.objectives import directions
+    from hpsearch.driver.record.sweep_record import SweepRecord
+    from hpsearch.driver.search.warmstart import warm_start
+    from hpsearch.store.manifest import new_manifest
+
+    records = TrialRecords(make_spec())
+    run(records, "a", 0.5, 100, 0.9)
+    run(records, "b", 0.4, 50, 0.9)
+    source = SweepDir(tmp_path / "night-1")
+    source.path.mkdir()
+    write_tables(records, source)
+    finished(source)
+    spec = make_spec()
+    spec = replace(spec, search=replace(spec.search, warm_start=("night-1",), seed=0))
+    sweep = SweepDir(tmp_path / "night-2")
+    manifest = new_manifest(name=sweep.name, argv=["hpsearch", "run", "s.yaml"], seed=0,
+                            cluster={"CPU": 2.0}, address=None, objective={})
+    record = SweepRecord.create(spec, sweep, manifest, replace=False)
+    warm_start(record, io.StringIO())
+    study = record.open_study(directions=directions(spec.objectives))  # as the run does
+    assert len(study.directions) == 2
+    assert sorted(t.values for t in study.trials if t.values) == [[0.4, 50.0], [0.5, 100.0]]
+    assert record.manifest["warm_start"]["imported"] == 2
+    assert record.spec.search.seed == record.manifest["seed"] != 0
+
+
 def test_an_infeasible_trial_is_never_the_best(tmp_path):
     import yaml
 

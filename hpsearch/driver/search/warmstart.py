@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from hpsearch.errors import InvalidArgumentError
+from hpsearch.driver.record.objectives import directions
 from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.space import distributions, inside
 from hpsearch.space.spec import Spec
@@ -50,9 +51,8 @@ _IMPORTED = (st.COMPLETED, st.STOPPED_BY_ASHA, st.STOPPED)
 
 def warm_start(record: SweepRecord, stream: Any) -> None:
     """Seed a new sweep's study with earlier sweeps' trials; its ``record`` takes the spec
-    with the sweep's own sampler seed and what was imported."""
-    from hpsearch.driver.record.study import open_study
-
+    with the sweep's own sampler seed and what was imported. The study is the record's,
+    opened with one direction per objective, as the run opens it again with its sampler."""
     spec, sweep = record.spec, record.sweep
     spec = replace(spec, search=replace(spec.search,
                                         seed=warm_seed(spec.search.seed, sweep.name)))
@@ -61,11 +61,10 @@ def warm_start(record: SweepRecord, stream: Any) -> None:
         summary: dict[str, Any] = {"from": [], "imported": 0, "note": "no earlier sweep"}
         print("warm start: no earlier sweep of this space yet; starting fresh", file=stream)
     else:
-        study, journal = open_study(
-            sweep, direction="minimize" if spec.objective.mode == "min" else "maximize")
+        study = record.open_study(directions=directions(spec.objectives))
         summary = import_trials(spec, study, sources)
-        if journal is not None:
-            journal.sync()
+        if record.journal is not None:
+            record.journal.sync()
         print(f"warm start: {summary['imported']} trials from {', '.join(summary['from'])}"
               f" ({summary['not_fitting']} outside this space, {summary['skipped']} failed "
               f"or unfinished); {len(summary['enqueued'])} best configurations run first",

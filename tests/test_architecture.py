@@ -299,6 +299,20 @@ def test_only_the_record_writes_a_sweeps_manifest_in_the_driver():
     assert found == {"hpsearch/driver/record/sweep_record.py"}, sorted(found)
 
 
+def test_only_the_record_opens_a_sweeps_study_to_write():
+    """``open_study`` (which creates the study when it is missing) is called by the
+    record's room alone: a second opener made a sweep of several objectives a study of one
+    direction (warm start). Readers use ``load_sweep_study``."""
+    found = set()
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id == "open_study":
+                found.add(rel(path))
+    assert found <= {"hpsearch/driver/record/sweep_record.py",
+                     "hpsearch/driver/record/study.py"}, sorted(found)
+
+
 #: Where no module-level mutable state may live: what lives as long as a sweep belongs to
 #: the sweep's objects, what lives as long as a process to one named object (a class
 #: instance, a cached function), never to a bare module global.

@@ -60,7 +60,8 @@ Prints one table for a checkout (``--root``, default this one), five questions:
     back up when it returns. So it is the number of distinct cross-room calls: an
     operation done in one call across a room's door climbs once; the same work done in
     five calls across it climbs five times. Distinct edges, not calls, so a loop
-    counts once.
+    counts once. Also printed: the rooms that ``driver.sweep``'s own operations call into
+    (the doors the composing room uses), and the room pairs the climbs join.
 
     python benchmarks/structure.py [--root DIR] [--static] [--show]
 
@@ -488,9 +489,11 @@ def first_trial_way(t: dict, layers: list[str]) -> dict:
     reads = {tuple(e) for e in t["reads_e"]}
     ops = [c for c in cross if c not in reads]
     ds_ops = [c for c in ds if c not in reads]
+    doors = sorted({room_fn(b) for a, b in ops if room_fn(a) == "driver.sweep"})
     return {"driver_store": len(ds), "climbs": len(cross), "upward_calls": len(up),
             "edges": len(edges), "ops": len(ops), "ds_ops": len(ds_ops), "_cross": cross,
-            "_ds": ds, "_up": up, "_ops": ops}
+            "_ds": ds, "_up": up, "_ops": ops, "doors": doors,
+            "room_pairs": len({(room_fn(a), room_fn(b)) for a, b in ops})}
 
 
 def main() -> None:
@@ -545,7 +548,8 @@ def main() -> None:
                      f"{e['ops']} climbs back up, {e['ds_ops']} driver<->store crossings "
                      f"(without property reads and imports; with them {e['climbs']} and "
                      f"{e['driver_store']}); {e['upward_calls']} upward calls; "
-                     f"{e['edges']} distinct hpsearch call edges"
+                     f"{e['edges']} distinct hpsearch call edges; the sweep's room calls into "
+                     f"{len(e['doors'])} rooms, the climbs join {e['room_pairs']} room pairs"
                      + ("" if t["reached_first_trial"] else " (NO trial started)")))
         details += [("(d) entries", t["entries"]),
                     ("(d') to its row", t.get("row_stack") or []),
@@ -554,6 +558,7 @@ def main() -> None:
                     ("(d) write stacks", t["write_stacks"]),
                     ("(d) modules", d["_modules"]), ("(d) crossings", d["_cross"]),
                     ("(e) driver<->store", e["_ds"]), ("(e) upward calls", e["_up"]),
+                    ("(e) rooms the sweep's room calls into", e["doors"]),
                     ("(e) climbs (operations)", e["_ops"]), ("(e) climbs (all)", e["_cross"])]
     print(f"\nstructure of {root.name} at {commit}\n")
     print("| what | count |\n| --- | --- |")

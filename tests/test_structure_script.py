@@ -54,6 +54,17 @@ def test_a_climb_back_up_is_a_distinct_call_across_rooms():
     assert got["climbs"] == 5 and got["upward_calls"] == 1 and got["driver_store"] == 3
     # Property reads are not operations: run -> sweeps.create is the one that stays.
     assert got["ops"] == 3 and got["ds_ops"] == 1
+    # The rooms driver.sweep's operations enter (the store; the read does not count), and
+    # the room pairs all operations join (sweep->store, monitor->sweep, store->errors).
+    assert got["doors"] == ["store"] and got["room_pairs"] == 3
+
+
+def test_a_lambda_or_generator_expression_is_no_hop_of_its_own():
+    stack = ["hpsearch.driver.record.sweep_record:SweepRecord.flush",
+             "hpsearch.store.layout:write_atomic",
+             "hpsearch.store.parts:HistoryWriter._write_part.<locals>.<lambda>",
+             "hpsearch.store.parts:f.<locals>.<genexpr>"]
+    assert structure.hops(stack) == 2
 
 
 def test_the_static_table_counts_every_line_of_the_package():

@@ -46,6 +46,18 @@ def finished(sweep):
     write_manifest(sweep, manifest)
 
 
+def two_trial_front(path):
+    """A sweep directory at ``path`` whose tables hold two trials, ``a`` and ``b``, both
+    on the front (``a`` faster, ``b`` lower in loss)."""
+    records = TrialRecords(make_spec())
+    run(records, "a", 0.5, 100, 0.9)
+    run(records, "b", 0.4, 50, 0.9)
+    sweep = SweepDir(path)
+    sweep.path.mkdir()
+    write_tables(records, sweep)
+    return sweep
+
+
 def front(records):
     return sorted(t for t, row in records.trials.items() if row.get("pareto"))
 
@@ -77,12 +89,7 @@ def test_the_front_is_the_feasible_non_dominated_trials_that_reached_max_t(tmp_p
 
 
 def test_a_resumed_sweeps_front_continues_from_its_table(tmp_path):
-    records = TrialRecords(make_spec())
-    run(records, "a", 0.5, 100, 0.9)
-    run(records, "b", 0.4, 50, 0.9)
-    sweep = SweepDir(tmp_path / "mo")
-    sweep.path.mkdir()
-    write_tables(records, sweep)
+    sweep = two_trial_front(tmp_path / "mo")
     resumed = TrialRecords(make_spec())
     rows = read_trials(sweep.path).astype(object).where(lambda df: pd.notna(df), None)
     resumed.load(rows.to_dict("records"), [])
@@ -177,13 +184,7 @@ def test_a_warm_started_sweep_of_several_objectives_opens_its_study_with_each_di
     from hpsearch.driver.search.warmstart import warm_start
     from hpsearch.store.manifest import new_manifest
 
-    records = TrialRecords(make_spec())
-    run(records, "a", 0.5, 100, 0.9)
-    run(records, "b", 0.4, 50, 0.9)
-    source = SweepDir(tmp_path / "night-1")
-    source.path.mkdir()
-    write_tables(records, source)
-    finished(source)
+    finished(two_trial_front(tmp_path / "night-1"))
     spec = make_spec()
     spec = replace(spec, search=replace(spec.search, warm_start=("night-1",), seed=0))
     sweep = SweepDir(tmp_path / "night-2")

@@ -15,10 +15,10 @@ Example:
     ...                     "scheduler": {"type": "asha", "max_t": 9, "grace_period": 1,
     ...                                   "reduction_factor": 3}})
     >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
-    >>> live = LiveTrial(optuna.create_study().ask())
-    >>> [live.report({"epoch": e, "val_loss": v}, spec) for e, v in ((0.5, 2.0), (1.2, 1.0))]
+    >>> live, at = LiveTrial(optuna.create_study().ask()), milestones(spec)
+    >>> [live.report({"epoch": e, "val_loss": v}, spec, at) for e, v in ((0.5, 2.0), (1.2, 1.0))]
     [0, 1]
-    >>> live.report({"epoch": 1.7, "val_loss": 0.9}, spec) is None   # step 1 is told already
+    >>> live.report({"epoch": 1.7, "val_loss": 0.9}, spec, at) is None  # step 1 is told already
     True
     >>> live.reported
     {0: 2.0, 1: 1.0}
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from hpsearch.driver.record.objectives import (ConstraintMetricMissing, check_first_report,
                                                objective_values, report_values)
@@ -36,7 +36,12 @@ from hpsearch.driver.record.study import study_step
 from hpsearch.space.spec import Spec
 from hpsearch.store.reports import OBJECTIVE_MISSING
 
-__all__ = ["LiveTrial"]
+__all__ = ["LiveTrial", "milestones"]
+
+
+def milestones(spec: Spec) -> tuple[float, ...]:
+    """Where a report's study step is pinned: the ASHA rungs and ``max_t``."""
+    return (*spec.scheduler.rungs(), spec.scheduler.max_t)
 
 
 @dataclass
@@ -57,16 +62,17 @@ class LiveTrial:
     last: Mapping[str, Any] | None = None
     problem: str | None = None
 
-    def report(self, result: Mapping[str, Any], spec: Spec) -> int | None:
+    def report(self, result: Mapping[str, Any], spec: Spec,
+               at: Sequence[float]) -> int | None:
         """Tell the study ``result``'s objective values at its study step
-        (:func:`~hpsearch.driver.record.study.study_step`), once per step; returns the
+        (:func:`~hpsearch.driver.record.study.study_step`, pinned ``at`` the spec's
+        :func:`milestones`), once per step; returns the
         step told, or ``None`` (no finite objective or time, or a step told before: a
         restarted trial reports its steps again)."""
         if result.get(OBJECTIVE_MISSING):
             return None
-        s = spec.scheduler
         try:
-            t = float(result.get(s.result_key, result.get("training_iteration")))
+            t = float(result.get(spec.scheduler.result_key, result.get("training_iteration")))
         except (TypeError, ValueError):
             return None
         if self.last is None and self.problem is None:
@@ -78,7 +84,7 @@ class LiveTrial:
         if t < 0 or values is None or not math.isfinite(t):
             return None
         self.last = result
-        step = study_step(t, (*s.rungs(), s.max_t), self.reported)
+        step = study_step(t, at, self.reported)
         if self.reported and step <= max(self.reported):
             return None
         report_values(self.trial, step, values)

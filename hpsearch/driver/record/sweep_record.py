@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from optuna.trial import TrialState
 
-from hpsearch.driver.record.live import LiveTrial
+from hpsearch.driver.record.live import LiveTrial, milestones
 from hpsearch.driver.record.seams import Observers, RecordObserver, RecordWatcher
 from hpsearch.driver.record.objectives import set_constraints, study_value, violations
 from hpsearch.driver.record.study import (RecordedTrial, check_sweep_study, open_study,
@@ -98,6 +98,7 @@ class SweepRecord:
         self.journal: Any = None
         self.problem: str | None = None
         self.live: dict[str, LiveTrial] = {}  # the trials this run runs, by hpsearch id
+        self._milestones = milestones(spec)
         self.storage_error: StorageError | None = None
         self.writes = 0
         self.interval_s = interval_s
@@ -219,7 +220,7 @@ class SweepRecord:
                 if not isinstance(t, (int, float)) or t <= _last_reported(self.rows, trial, key):
                     continue
                 self.rows.result(trial.trial_id, report)
-                live.report(report, self.spec)
+                live.report(report, self.spec, self._milestones)
             self.unfinished[i] = replace(trial, intermediate=live.reported)
         self.recorded = [next((u for u in self.unfinished if u.number == t.number), t)
                          for t in self.recorded]
@@ -262,7 +263,7 @@ class SweepRecord:
         self.rows.result(trial_id, result)
         live = self.live.get(trial_id)
         if live is not None:
-            live.report(result, self.spec)
+            live.report(result, self.spec, self._milestones)
             self.problem = self.problem or live.problem
         if self._observers and len(self.rows.history) > before:
             self._observers.tell("reported", trial_id, self.rows.history[before:])

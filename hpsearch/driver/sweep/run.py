@@ -80,6 +80,10 @@ def run_sweep(
         return SweepResult(sweep.path, st.SWEEP_PLANNED, replace(plan, storage=need.line(
             free_bytes(sweep.storage))))
     exists = False if dry_run else sweeps.check_new(sweep, overwrite=overwrite)
+    if spec.search.warm_start:  # a misspelt name is refused before anything is made
+        from hpsearch.driver.search.warmstart import resolve_sources
+
+        resolve_sources(sweep, spec, tuple(n for n in spec.search.warm_start if n != "latest"))
     with _prepared(spec, sweep, address=address, max_concurrent=max_concurrent,
                    verbose=verbose, stream=stream, dry_run=dry_run) as setup:
         if dry_run:

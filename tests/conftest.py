@@ -22,6 +22,11 @@ os.environ["HPSEARCH_TEST_SESSION"] = _SESSION_MARK.split("=", 1)[1]
 # machine. Tests never join a cluster they did not start: theirs is a local instance of
 # their own, or one that tests/cli/cluster.py starts and names with --address.
 os.environ["RAY_ADDRESS"] = "local"
+# A sweep that stalls on resources ends itself with its diagnosis (what waits, what holds
+# it) well before pytest-timeout kills the test with no more than a stack: tests' sweeps
+# wait on nothing for minutes. Tests of the stall watch set their own.
+os.environ.setdefault("HPSEARCH_STALL_WARN_S", "60")
+os.environ.setdefault("HPSEARCH_STALL_FAIL_S", "240")
 
 
 def _ours(pid: str) -> bool:
@@ -192,3 +197,34 @@ def pytest_collection_modifyitems(config, items):
         return 2 if item.get_closest_marker("ray") else 0
 
     items.sort(key=group)  # stable
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that fails while the session's cluster runs gets the cluster's state in its
+    report (resources, live actors, placement groups): a sweep that hung in CI otherwise
+    leaves only the driver's stack, waiting in Tune's loop, and no clue what it waited for."""
+    report = yield
+    cluster = _SESSION_CLUSTER.cluster
+    if report.when == "call" and report.failed and cluster is not None:
+        report.sections.append(("Ray cluster after the failure", _cluster_state(cluster)))
+    return report
+
+
+def _cluster_state(cluster) -> str:
+    import sys
+
+    ray = os.path.join(os.path.dirname(sys.executable), "ray")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    api = f"http://127.0.0.1:{cluster.dashboard_port}"
+    out = []
+    for args in (["status", f"--address={cluster.address}"],
+                 ["list", "actors", "--filter", "state!=DEAD", f"--address={api}"],
+                 ["list", "placement-groups", f"--address={api}"]):
+        try:
+            done = subprocess.run([ray, *args], env=env, capture_output=True, text=True,
+                                  timeout=60)
+            out.append(f"$ ray {' '.join(args)}\n{done.stdout}{done.stderr}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out.append(f"$ ray {' '.join(args)}\n{e}")
+    return "\n".join(out)

@@ -373,6 +373,14 @@ class TrialRecords:
 
     # --- questions -----------------------------------------------------------------------
 
+    def last_reported(self, trial_id: str, key: str) -> float:
+        """The latest ``key`` (a time attribute) of the trial's evaluated reports in the
+        history, or minus infinity."""
+        seen = [h.get(key) for h in self.history
+                if h["trial_id"] == trial_id and h.get("evaluated") is not False]
+        return max((float(t) for t in seen if isinstance(t, (int, float)) and math.isfinite(t)),
+                   default=-math.inf)
+
     def unfinished(self) -> list[str]:
         return [tid for tid, row in self.trials.items()
                 if row.get("status", st.RUNNING) in st.UNFINISHED]

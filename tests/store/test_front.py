@@ -179,6 +179,8 @@ def test_a_warm_started_sweep_of_several_objectives_opens_its_study_with_each_di
     sweep's own seed and the import's summary for its manifest."""
     import io
 
+    import optuna
+
     from hpsearch.driver.record.objectives import directions
     from hpsearch.driver.record.sweep_record import SweepRecord
     from hpsearch.driver.search.warmstart import warm_start
@@ -192,7 +194,9 @@ def test_a_warm_started_sweep_of_several_objectives_opens_its_study_with_each_di
                             cluster={"CPU": 2.0}, address=None, objective={})
     record = SweepRecord.create(spec, sweep, manifest, replace=False)
     warm_start(record, io.StringIO())
-    study = record.open_study(directions=directions(spec.objectives))  # as the run does
+    warmed, sampler = record.study, optuna.samplers.RandomSampler(seed=1)
+    study = record.open_study(directions=directions(spec.objectives), sampler=sampler)
+    assert study is warmed and study.sampler is sampler  # as the run does: not read again
     assert len(study.directions) == 2
     assert sorted(t.values for t in study.trials if t.values) == [[0.4, 50.0], [0.5, 100.0]]
     assert record.manifest["warm_start"]["imported"] == 2

@@ -38,7 +38,6 @@ at one of two seams:
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
@@ -159,7 +158,12 @@ class SweepRecord:
     def open_study(self, *, sampler: Any = None, directions: Sequence[str]) -> Any:
         """Open (or create) the study with this run's ``sampler``; returns it. A resumed
         sweep's unfinished trials get the reports their newest checkpoints were taken at
-        and the record never received (:meth:`_recover_checkpointed_reports`)."""
+        and the record never received (:meth:`_recover_checkpointed_reports`). A study
+        warm start opened already takes the ``sampler``, not read from its journal again."""
+        if self.study is not None:
+            if sampler is not None:
+                self.study.sampler = sampler
+            return self.study
         if self.sweep is None:
             import optuna
 
@@ -217,7 +221,7 @@ class SweepRecord:
             live = LiveTrial(reopen_trial(self.study, trial.number), dict(trial.intermediate))
             for report in self.sweep.checkpointed_reports(trial.trial_id):
                 t = report.get(key)
-                if not isinstance(t, (int, float)) or t <= _last_reported(self.rows, trial, key):
+                if not isinstance(t, (int, float)) or t <= self.rows.last_reported(trial.trial_id, key):
                     continue
                 self.rows.result(trial.trial_id, report)
                 live.report(report, self.spec, self._milestones)
@@ -438,13 +442,3 @@ def _reconcile(rows: TrialRecords, recorded: Sequence[RecordedTrial]) -> list[Re
                                  optuna_trial=trial.number, values=trial.intermediate,
                                  final_value=trial.value)
     return unfinished
-
-
-def _last_reported(rows: TrialRecords, trial: RecordedTrial, key: str) -> float:
-    """The latest ``key`` (the scheduler's time attribute) of the trial's reports in the
-    history, or minus infinity."""
-    seen = [h.get(key) for h in rows.history
-            if h["trial_id"] == trial.trial_id and h.get("evaluated") is not False]
-    seen = [float(t) for t in seen if isinstance(t, (int, float)) and math.isfinite(t)]
-    return max(seen, default=-math.inf)
-

@@ -179,12 +179,16 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     """Every test that starts Ray is slow too: ``pytest -m "not slow"`` starts no Ray.
 
     The order: tests without Ray first, then those on the session's cluster, then those
     that need no Ray running (their own local instance or cluster), so that the session's
-    cluster starts once (file order is kept within each group)."""
+    cluster starts once (file order is kept within each group).
+
+    Under pytest-xdist (``-n 2``, the default addopts), one worker runs every Ray test, in
+    this order, while the other runs the tests without Ray (:func:`_ray_tests_together`)."""
     unmarked = [item.nodeid for item in items
                 if item.get_closest_marker("ray") and not item.get_closest_marker("slow")]
     if unmarked:
@@ -197,6 +201,60 @@ def pytest_collection_modifyitems(config, items):
         return 2 if item.get_closest_marker("ray") else 0
 
     items.sort(key=group)  # stable
+    folder = getattr(config, "workerinput", {}).get(_RAY_IDS)
+    if folder:  # an xdist worker: tell the controller's scheduler which tests start Ray
+        path = os.path.join(folder, config.workerinput["workerid"])
+        with open(path + ".part", "w") as f:
+            f.write("\n".join(item.nodeid for item in items if group(item)))
+        os.replace(path + ".part", path)
+
+
+_RAY_IDS = "hpsearch_ray_test_ids"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's controller, for each worker: the folder the worker lists its Ray tests in."""
+    import tempfile
+
+    if not hasattr(node.config, "_hpsearch_ray_ids"):
+        node.config._hpsearch_ray_ids = tempfile.mkdtemp(prefix="hpsearch-ray-tests-")
+    node.workerinput[_RAY_IDS] = node.config._hpsearch_ray_ids
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return _ray_tests_together()(config, log)
+
+
+def _ray_tests_together():
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RayTestsTogether(LoadScopeScheduling):
+        """One scope of every Ray test (the workers list them: xdist's own ``loadgroup``
+        renames node ids, which pytest 9 ignores), and one per other test. The Ray scope,
+        the largest, goes to a worker first and runs in collection order: one Ray instance
+        at a time, as without xdist. The Ray tests leave the CPUs idle about half the time
+        (trials starting, drivers killed and resumed, deadlines); the other worker runs
+        the tests without Ray meanwhile."""
+
+        ray_ids: frozenset[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.ray_ids is None:  # every worker has collected: their lists are written
+                import shutil
+
+                folder = self.config._hpsearch_ray_ids
+                ids: set[str] = set()
+                for name in os.listdir(folder):
+                    if not name.endswith(".part"):
+                        with open(os.path.join(folder, name)) as f:
+                            ids.update(f.read().split("\n"))
+                shutil.rmtree(folder, ignore_errors=True)
+                self.ray_ids = frozenset(ids - {""})
+            return "ray" if nodeid in self.ray_ids else nodeid
+
+    return RayTestsTogether
 
 
 @pytest.hookimpl(wrapper=True)

@@ -179,7 +179,6 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     """Every test that starts Ray is slow too: ``pytest -m "not slow"`` starts no Ray.
 
@@ -222,6 +221,16 @@ def pytest_configure_node(node):
     node.workerinput[_RAY_IDS] = node.config._hpsearch_ray_ids
 
 
+def pytest_unconfigure(config):
+    """The controller removes the folder of Ray test lists it made (a worker xdist restarts
+    after a crash lists its tests again, so it lives as long as the session)."""
+    import shutil
+
+    folder = getattr(config, "_hpsearch_ray_ids", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     return _ray_tests_together()(config, log)
@@ -241,16 +250,13 @@ def _ray_tests_together():
         ray_ids: frozenset[str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.ray_ids is None:  # every worker has collected: their lists are written
-                import shutil
-
+            if self.ray_ids is None:  # asked once every worker has collected and listed
                 folder = self.config._hpsearch_ray_ids
                 ids: set[str] = set()
                 for name in os.listdir(folder):
                     if not name.endswith(".part"):
                         with open(os.path.join(folder, name)) as f:
                             ids.update(f.read().split("\n"))
-                shutil.rmtree(folder, ignore_errors=True)
                 self.ray_ids = frozenset(ids - {""})
             return "ray" if nodeid in self.ray_ids else nodeid
 

@@ -221,7 +221,8 @@ class SweepRecord:
             live = LiveTrial(reopen_trial(self.study, trial.number), dict(trial.intermediate))
             for report in self.sweep.checkpointed_reports(trial.trial_id):
                 t = report.get(key)
-                if not isinstance(t, (int, float)) or t <= self.rows.last_reported(trial.trial_id, key):
+                if (not isinstance(t, (int, float))
+                        or t <= self.rows.last_reported(trial.trial_id, key)):
                     continue
                 self.rows.result(trial.trial_id, report)
                 live.report(report, self.spec, self._milestones)

@@ -95,20 +95,16 @@ class HpsearchDriver:
 
         from hpsearch.driver.limits.admission import Admission
         from hpsearch.driver.monitor.tables import TablesCallback
-        from hpsearch.driver.record.objectives import directions
         from hpsearch.driver.record.sweep_record import SweepRecord
-        from hpsearch.driver.search.samplers import make_sampler
-        from hpsearch.driver.search.schedulers import make_scheduler
-        from hpsearch.driver.search.searcher import SweepSearcher
+        from hpsearch.driver.search.plugins import open_search
 
         self.spec = spec
         self.record = SweepRecord.in_memory(spec)
-        self.study = self.record.open_study(directions=directions(spec.objectives),
-                                            sampler=make_sampler(spec))
-        self.records = self.record.rows
-        self.searcher = SweepSearcher(self.record,
-                                      admission=Admission(planned=spec.trials.num, slots=workers))
-        self.scheduler = make_scheduler(spec, self.record)
+        # The search as `hpsearch run` opens it (driver/sweep/fit.py): the study with the
+        # run's sampler, the searcher and ASHA.
+        search = open_search(self.record, Admission(planned=spec.trials.num, slots=workers))
+        self.study, self.records = self.record.study, self.record.rows
+        self.searcher, self.scheduler = search.searcher, search.scheduler
         self.tables = TablesCallback(self.record)
         self.finished = Searcher.FINISHED
         self.trials: dict[str, _TuneTrial] = {}

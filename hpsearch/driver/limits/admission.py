@@ -18,7 +18,10 @@ sweep has run (:class:`MilestoneTimes` reads only the reports that arrived since
 from __future__ import annotations
 
 import bisect
+import functools
+import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
@@ -35,7 +38,7 @@ class Reports(Protocol):
 
     history: Sequence[Mapping[str, Any]]
 
-__all__ = ["DONE", "START", "WAIT", "Admission", "MilestoneTimes"]
+__all__ = ["DONE", "START", "WAIT", "Admission", "MilestoneTimes", "admission_for"]
 
 START, WAIT, DONE = "start", "wait", "done"
 
@@ -176,3 +179,21 @@ class Admission:
         """Give the share back to the other sweeps at once."""
         if self.ledger is not None:
             self.ledger.close()
+
+
+def admission_for(spec: Spec, *, slots: int, records: Reports, deadline_at: float | None,
+                  sweep_key: str, sweep_name: str) -> Admission:
+    """One run's admission, in one operation: the plan's ``slots``, the deadline judged by
+    the first milestone's median time in ``records``, and the run registered in the
+    cluster's ledger (:mod:`hpsearch.driver.limits.ledger`) under ``sweep_key`` (the
+    sweep's directory; a random part is added per run) and ``sweep_name``."""
+    from hpsearch.driver.limits.ledger import EXPIRE_S, LedgerClient, SweepClaim
+
+    ledger = LedgerClient(SweepClaim(
+        sweep_id=f"{sweep_key}#{uuid.uuid4().hex[:8]}", name=sweep_name,
+        demand=spec.resources.per_trial(), want=slots, weight=spec.resources.share,
+        registered=time.time(),
+        expire_s=float(os.environ.get("HPSEARCH_LEDGER_EXPIRE_S", EXPIRE_S))))
+    return Admission(planned=spec.trials.num, slots=slots, deadline_at=deadline_at,
+                     first_milestone_s=functools.partial(MilestoneTimes(spec).median, records),
+                     ledger=ledger)

@@ -46,6 +46,7 @@ from optuna.trial import TrialState
 
 from hpsearch.driver.record.live import LiveTrial, milestones
 from hpsearch.driver.record.seams import Observers, RecordObserver, RecordWatcher
+from hpsearch.driver.record.objectives import directions as objective_directions
 from hpsearch.driver.record.objectives import set_constraints, study_value, violations
 from hpsearch.driver.record.study import (RecordedTrial, check_sweep_study, open_study,
                                           recorded_trials, status_of, study_outcome)
@@ -155,11 +156,14 @@ class SweepRecord:
         """A record with no files: the study in memory, nothing written (replays, tests)."""
         return cls(spec, None)
 
-    def open_study(self, *, sampler: Any = None, directions: Sequence[str]) -> Any:
-        """Open (or create) the study with this run's ``sampler``; returns it. A resumed
-        sweep's unfinished trials get the reports their newest checkpoints were taken at
-        and the record never received (:meth:`_recover_checkpointed_reports`). A study
-        warm start opened already takes the ``sampler``, not read from its journal again."""
+    def open_study(self, *, sampler: Any = None, directions: Sequence[str] | None = None) -> Any:
+        """Open (or create) the study with this run's ``sampler``; returns it. Its
+        ``directions`` are the spec's objectives' unless given. A resumed sweep's
+        unfinished trials get the reports their newest checkpoints were taken at and the
+        record never received (:meth:`_recover_checkpointed_reports`). A study warm start
+        opened already takes the ``sampler``, not read from its journal again."""
+        if directions is None:
+            directions = objective_directions(self.spec.objectives)
         if self.study is not None:
             if sampler is not None:
                 self.study.sampler = sampler

@@ -35,7 +35,6 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from hpsearch.errors import InvalidArgumentError
-from hpsearch.driver.record.objectives import directions
 from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.space import distributions, inside
 from hpsearch.space.spec import Spec
@@ -61,7 +60,7 @@ def warm_start(record: SweepRecord, stream: Any) -> None:
         summary: dict[str, Any] = {"from": [], "imported": 0, "note": "no earlier sweep"}
         print("warm start: no earlier sweep of this space yet; starting fresh", file=stream)
     else:
-        study = record.open_study(directions=directions(spec.objectives))
+        study = record.open_study()
         summary = import_trials(spec, study, sources)
         if record.journal is not None:
             record.journal.sync()

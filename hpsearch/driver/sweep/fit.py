@@ -2,45 +2,40 @@
 
 Every ``hpsearch run`` and ``hpsearch resume`` builds a fresh Tuner here; nothing of Tune's
 saved state is ever read back (its ``tune-<id>/`` folder is scratch, one per run). The
-sweep's record (:class:`~hpsearch.driver.record.sweep_record.SweepRecord`) is handed to
-the plug-ins that need it:
+run composes the sweep's record
+(:class:`~hpsearch.driver.record.sweep_record.SweepRecord`) with one object from each
+room that plugs into Tune, each built in one call:
 
-==============  ==========================================================================
-record          the study, the trial rows, the tables, the manifest: the searcher asks
-                and ends trials through it, ASHA marks the trials it stops, the tables
-                callback feeds it Tune's events; the others read its rows
-admission       the start rule: the searcher asks it, housekeeping reads the share
-stopper         ends the run: Ctrl-C, a full disk, all failed, stalled, deadline, time budget
-disk            the full-disk watch: a watcher of the record (it pauses the trials a full
-                disk stopped) and a Tune callback; the stopper ends the run on it
-tracking        the trackers (``track:``): an observer of the record, on threads of its own
-==============  ==========================================================================
+==========  ==============================================================================
+record      the study, the trial rows, the tables, the manifest: the searcher asks and
+            ends trials through it, ASHA marks the trials it stops, the tables callback
+            feeds it Tune's events; the others read its rows
+admission   the start rule (``limits``): the searcher asks it, housekeeping reads the share
+monitor     the watchers (``monitor``): progress, the full-disk watch (a watcher of the
+            record), the tables callback, stall, quiet trials, housekeeping, and the one
+            stopper that ends the run on Ctrl-C, a full disk, all failed, stalled, the
+            deadline or the time budget
+search      the searcher and ASHA (``search``), over the study opened with this run's
+            sampler
+runner      how a trial runs (``trials``): the trainable Tune runs, warm worker groups
+tracking    the trackers (``track:``): an observer of the record, on threads of its own
+==========  ==============================================================================
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
-import time
 from typing import Any
 
-from hpsearch.driver.limits.admission import Admission, MilestoneTimes
+from hpsearch.driver.limits.admission import admission_for
 from hpsearch.driver.limits.plan import Plan
-from hpsearch.driver.monitor.disk import DiskWatch
-from hpsearch.driver.monitor.housekeeping import Housekeeping
-from hpsearch.driver.monitor.progress import ProgressCallback
-from hpsearch.driver.monitor.quiet import QuietTrials
-from hpsearch.driver.monitor.stall import StallWatch
-from hpsearch.driver.monitor.stops import SweepStopper
-from hpsearch.driver.monitor.tables import TablesCallback
-from hpsearch.driver.record.objectives import ConstraintMetricMissing, directions
+from hpsearch.driver.monitor.plugins import Monitors
+from hpsearch.driver.record.objectives import ConstraintMetricMissing
 from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.search.ids import hpsearch_id
-from hpsearch.driver.search.samplers import make_sampler
-from hpsearch.driver.search.schedulers import make_scheduler
-from hpsearch.driver.search.searcher import SweepSearch, SweepSearcher
+from hpsearch.driver.search.plugins import open_search
 from hpsearch.driver.sweep.interrupt import ctrl_c_stops
 from hpsearch.driver.sweep.result import Interrupted, SweepResult
 from hpsearch.driver.sweep.storage import StorageNeed, disk_full_error, storage_need
@@ -64,7 +59,8 @@ def trial_dirname(trial: Any) -> str:
 
 
 class SweepRun:
-    """The plug-ins of one run of a sweep, and the run itself (:meth:`fit`).
+    """The plug-ins of one run of a sweep, and the run itself (:meth:`fit`): the record,
+    and one object from each room that plugs into Tune, each built in one operation.
 
     Args:
         record: The sweep's record (:meth:`SweepRecord.create` or :meth:`SweepRecord.open`),
@@ -74,63 +70,51 @@ class SweepRun:
         deadline_at: The deadline in epoch seconds, or ``None``.
         stream: Where progress goes.
         verbose: Ray's own output too.
-        share: Register with the cluster's ledger (sweeps sharing a cluster).
         need: What the sweep may hold on its storage (for the full-disk line).
         trackers: The trackers ``track:`` asks for, already reached
             (:func:`hpsearch.track.make_trackers`).
+
+    Attributes:
+        admission: The start rule (:func:`~hpsearch.driver.limits.admission.admission_for`).
+        monitor: The watchers and the stopper (:class:`~hpsearch.driver.monitor.plugins.Monitors`).
+        search: The searcher and ASHA over the study
+            (:func:`~hpsearch.driver.search.plugins.open_search`).
     """
 
     def __init__(self, record: SweepRecord, runner: Runner, plan: Plan, *,
                  deadline_at: float | None = None, stream: Any, verbose: bool = False,
-                 share: bool = True, need: StorageNeed | None = None,
-                 trackers: tuple = ()):
-        spec, sweep, records = record.spec, record.sweep, record.rows
-        self.spec, self.sweep, self.runner, self.plan = spec, sweep, runner, plan
-        self.record = record
-        self.verbose = verbose
-        self.need = need
-        self.progress = ProgressCallback(records, spec, stream=stream)
-        self.disk = DiskWatch(sweep, say=self.progress.log)
-        record.watch(self.disk)
-        record.open_study(directions=directions(spec.objectives),
-                          sampler=make_sampler(_reseeded(spec, len(record.recorded))))
+                 need: StorageNeed | None = None, trackers: tuple = ()):
+        self.record, self.runner, self.plan = record, runner, plan
+        self.spec, self.sweep = record.spec, record.sweep
+        self.verbose, self.need = verbose, need
+        self.admission = admission_for(record.spec, slots=plan.slots, records=record.rows,
+                                       deadline_at=deadline_at, sweep_key=str(self.sweep.path),
+                                       sweep_name=self.sweep.name)
+        self.monitor = Monitors(record, runner, self.admission, deadline_at=deadline_at,
+                                stream=stream)
+        self.search = open_search(record, self.admission)
         if trackers:  # after the study opened: the reports a resume recovered are in
-            record.observe(_tracking(trackers, sweep, spec, stream, say=self.progress.log))
-        self.admission = Admission(
-            planned=spec.trials.num, slots=plan.slots, deadline_at=deadline_at,
-            first_milestone_s=functools.partial(MilestoneTimes(spec).median, records),
-            ledger=_ledger_client(spec, sweep, plan.slots) if share else None)
-        self.searcher = SweepSearcher(record, admission=self.admission)
-        self.scheduler = make_scheduler(spec, record)
-        self.tables = TablesCallback(record)
-        self.watch = StallWatch(records, self.progress.log)
-        self.quiet = QuietTrials(self.progress.log, trial_id=hpsearch_id,
-                                 hung_after_s=spec.trials.hung_after_s)
-        self.stopper = SweepStopper(records, all_failed_after=min(spec.trials.num, 3),
-                                    watch=self.watch, time_budget_s=spec.budget.time_s,
-                                    deadline_at=deadline_at, disk=self.disk,
-                                    problem=lambda: self.record.problem)
-        self.housekeeping = Housekeeping(runner, self.admission)
+            record.observe(_tracking(trackers, self.sweep, self.spec, stream,
+                                     say=self.monitor.say))
 
     def tuner(self) -> Any:
         """A new Tuner over this run's plug-ins."""
         from ray import tune
         from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
-        # Tables first: progress reads the records the tables callback has just updated.
         # Tune's own per-trial files (params.json, result.json, progress.csv) are given
         # here, because its automatic loggers are off while the sweep runs (_tune_loggers).
-        callbacks = [self.disk, self.tables, self.progress, self.watch, self.quiet,
-                     self.housekeeping, CSVLoggerCallback(), JsonLoggerCallback()]
+        callbacks = [*self.monitor.callbacks(), CSVLoggerCallback(), JsonLoggerCallback()]
         return tune.Tuner(
             self.runner.trainable(self.sweep),
             tune_config=tune.TuneConfig(
-                search_alg=SweepSearch(self.searcher, slots=self.plan.slots),
-                scheduler=self.scheduler, num_samples=-1,  # the admission ends the search
+                search_alg=self.search.search_alg(slots=self.plan.slots),
+                scheduler=self.search.scheduler, num_samples=-1,  # the admission ends it
                 reuse_actors=self.runner.reuse_actors, trial_dirname_creator=trial_dirname),
             run_config=tune.RunConfig(
                 name=SweepDir.new_tune_name(), storage_path=os.fspath(self.sweep.path),
-                callbacks=callbacks, stop=self.stopper, verbose=2 if self.verbose else 0,
+                callbacks=callbacks, stop=self.monitor.stopper,
+                verbose=2 if self.verbose else 0,
                 failure_config=tune.FailureConfig(max_failures=self.runner.tune_max_failures)))
 
     def fit(self) -> SweepResult:
@@ -145,27 +129,28 @@ class SweepRun:
         """
         try:
             self.runner.open(self.sweep, slots=self.plan.slots)
-            with ctrl_c_stops(self.stopper, say=self.progress.log), _tune_loggers(), \
+            with ctrl_c_stops(self.monitor.stopper, say=self.monitor.say), _tune_loggers(), \
                     _ray_logs_to(None if self.verbose else self.sweep.ray_log):
                 self.tuner().fit()
         except KeyboardInterrupt:  # the second Ctrl-C
-            self.stopper.interrupt()
+            self.monitor.stopper.interrupt()
         except Exception as exc:
             # Tune's end of a run reads back the files it wrote; on a full disk some are
             # cut short. The record does not depend on them.
-            if not (self.disk.full or self.disk.note("reading back Tune's files", exc)):
+            disk = self.monitor.disk
+            if not (disk.full or disk.note("reading back Tune's files", exc)):
                 raise
         finally:
             self.runner.close()  # warm worker groups go before the tables are written
-            self.progress.close()
+            self.monitor.close()
             self.admission.close()  # the share goes back to the other sweeps at once
         return self._finish()
 
     def _finish(self) -> SweepResult:
-        record = self.record
-        if self.disk.full or self.stopper.reason == st.SWEEP_DISK_FULL:
+        record, disk, stopper = self.record, self.monitor.disk, self.monitor.stopper
+        if disk.full or stopper.reason == st.SWEEP_DISK_FULL:
             return self._paused_by_disk()
-        interrupted = self.stopper.reason == st.SWEEP_INTERRUPTED
+        interrupted = stopper.reason == st.SWEEP_INTERRUPTED
         status = st.SWEEP_INTERRUPTED
         try:
             if not interrupted:  # ended for good: the trials still running are stopped
@@ -177,13 +162,13 @@ class SweepRun:
                 status = self._status(record.rows.counts())
             counts = record.close(status)
         if record.storage_error is not None:
-            if self.disk.full:
+            if disk.full:
                 return self._paused_by_disk()
             raise record.storage_error
         sweep = self.sweep
         if status == st.SWEEP_STALLED:
             raise SweepStalledError(
-                f"the sweep stalled and was stopped: {self.watch.diagnosis}. The tables in "
+                f"the sweep stalled and was stopped: {self.monitor.stall.diagnosis}. The tables in "
                 f"{sweep} are up to date; free the resources, then `hpsearch resume "
                 f"{sweep.name} --storage {sweep.storage}`.")
         if status == st.SWEEP_MISSING_METRIC:
@@ -209,7 +194,7 @@ class SweepRun:
         raise disk_full_error(self.sweep, need)
 
     def _status(self, counts: dict[str, int]) -> str:
-        reason = self.stopper.reason
+        reason = self.monitor.stopper.reason
         if reason == st.SWEEP_STALLED:
             return st.SWEEP_STALLED
         if reason == st.SWEEP_DEADLINE or self.admission.refused_for_deadline:
@@ -229,31 +214,6 @@ def _tracking(trackers: tuple, sweep: SweepDir, spec: Spec, stream: Any, *, say:
         print(f"  tensorboard: tensorboard --logdir {sweep.tensorboard}", file=stream)
     hint = f"`hpsearch export {sweep.name} --storage {sweep.storage}`"
     return Tracking(list(trackers), say=say, hint=hint)
-
-
-def _reseeded(spec: Spec, runs_before: int) -> Spec:
-    """The spec whose sampler continues a sweep that already has ``runs_before`` trials:
-    its seed mixed with that count, so that a resumed sweep's random start-up points are
-    not the first run's again (the sampler's state is not saved)."""
-    from dataclasses import replace
-
-    seed = spec.search.seed
-    if not runs_before or seed is None:
-        return spec
-    return replace(spec, search=replace(spec.search, seed=(seed * 1_000_003 + runs_before) % 2**32))
-
-
-def _ledger_client(spec: Spec, sweep: SweepDir, slots: int) -> Any:
-    """This run's claim on the cluster (:mod:`hpsearch.driver.limits.ledger`)."""
-    import uuid
-
-    from hpsearch.driver.limits.ledger import EXPIRE_S, LedgerClient, SweepClaim
-
-    return LedgerClient(SweepClaim(
-        sweep_id=f"{sweep}#{uuid.uuid4().hex[:8]}", name=sweep.name,
-        demand=spec.resources.per_trial(), want=slots, weight=spec.resources.share,
-        registered=time.time(),
-        expire_s=float(os.environ.get("HPSEARCH_LEDGER_EXPIRE_S", EXPIRE_S))))
 
 
 @contextlib.contextmanager

@@ -84,15 +84,15 @@ def test_a_warm_sweeps_pool_follows_its_share_of_the_ledger(ray_instance, tmp_pa
     assert plan.slots == cpus
     run = SweepRun(SweepRecord(spec, sweep), runner, plan, stream=io.StringIO())
     run.admission.ledger.every_s = 0.0
-    run.housekeeping.every_s = 0.0
+    run.monitor.housekeeping.every_s = 0.0
     other = LedgerClient(SweepClaim("test-other", "other", {"CPU": 1}, want=cpus,
                                     registered=time.time()), every_s=0.0)
 
     def pool_limit_becomes(limit: int, timeout: float = 15.0) -> None:
         start = time.monotonic()
         while True:
-            run.searcher.heartbeat()  # as Tune's loop does at each step
-            run.housekeeping.on_step_end(0, [])
+            run.search.searcher.heartbeat()  # as Tune's loop does at each step
+            run.monitor.housekeeping.on_step_end(0, [])
             got = ray_instance.get(runner._pool().size.remote())["limit"]
             if got == limit:
                 return

@@ -75,10 +75,15 @@ def now_iso() -> str:
 
 
 def new_manifest(
-    *, name: str, argv: list[str], seed: int | None, cluster: Mapping[str, float],
-    address: str | None, objective: Mapping[str, str],
+    *, name: str, argv: list[str] | None = None, seed: int | None,
+    cluster: Mapping[str, float], address: str | None, objective: Mapping[str, str],
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    """A new sweep's manifest: what made it (``argv``, default this process's command
+    line), with which versions, on which cluster, and its first run; ``plan`` as its
+    ``plan`` entry when given."""
+    argv = command_line() if argv is None else argv
+    manifest = {
         "created_by": CREATED_BY,
         "layout": LAYOUT_VERSION,
         "name": name,
@@ -104,6 +109,9 @@ def new_manifest(
         "status": st.SWEEP_RUNNING,
         "runs": [{"command": argv, "started_at": now_iso()}],
     }
+    if plan is not None:
+        manifest["plan"] = dict(plan)
+    return manifest
 
 
 def write_manifest(sweep: SweepDir, manifest: Mapping[str, Any]) -> None:
@@ -147,9 +155,11 @@ def is_ours(manifest: Mapping[str, Any]) -> bool:
     return legacy <= set(manifest) and "hpsearch" in (manifest.get("versions") or {})
 
 
-def record_driver(manifest: dict[str, Any], *, local_ray: list[dict[str, int]]) -> None:
+def record_driver(manifest: dict[str, Any], *, local_ray: list[dict[str, int]],
+                  simulated_gpu: bool = False) -> None:
     """Note who runs the sweep now, so a later ``resume`` can tell a dead driver's
-    orphaned local Ray from a live sweep."""
+    orphaned local Ray from a live sweep; ``simulated_gpu``: this run, and so the sweep,
+    trained on the CPU on GPUs Ray only reserved (tests)."""
     import os
 
     run = manifest["runs"][-1]
@@ -157,6 +167,8 @@ def record_driver(manifest: dict[str, Any], *, local_ray: list[dict[str, int]]) 
     run["driver"] = procs.identify(os.getpid())
     run["driver_pid"] = os.getpid()  # for people reading the file
     run["local_ray"] = local_ray
+    if simulated_gpu:
+        manifest["simulated_gpu"] = run["simulated_gpu"] = True
 
 
 def last_run(manifest: Mapping[str, Any]) -> Mapping[str, Any]:

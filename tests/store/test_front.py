@@ -184,15 +184,13 @@ def test_a_warm_started_sweep_of_several_objectives_opens_its_study_with_each_di
     from hpsearch.driver.record.objectives import directions
     from hpsearch.driver.record.sweep_record import SweepRecord
     from hpsearch.driver.search.warmstart import warm_start
-    from hpsearch.store.manifest import new_manifest
 
     finished(two_trial_front(tmp_path / "night-1"))
     spec = make_spec()
     spec = replace(spec, search=replace(spec.search, warm_start=("night-1",), seed=0))
     sweep = SweepDir(tmp_path / "night-2")
-    manifest = new_manifest(name=sweep.name, argv=["hpsearch", "run", "s.yaml"], seed=0,
-                            cluster={"CPU": 2.0}, address=None, objective={})
-    record = SweepRecord.create(spec, sweep, manifest, replace=False)
+    record = SweepRecord.create(spec, sweep, cluster={"CPU": 2.0}, address=None, plan={},
+                                replace=False)
     warm_start(record, io.StringIO())
     warmed, sampler = record.study, optuna.samplers.RandomSampler(seed=1)
     study = record.open_study(directions=directions(spec.objectives), sampler=sampler)

@@ -9,7 +9,7 @@ fails. :func:`require_cuda_on_gpu_nodes` asks every GPU node instead, once, in s
 GPUs it has not got (``ray start --num-gpus 4``), trials still reserve and are assigned
 GPUs, but train on the CPU (over gloo when several workers), and this check is skipped.
 It is read where the sweep's driver runs, and every run it affects says so
-(:func:`note_gpu_simulation`).
+(:func:`say_gpu_simulation`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from hpsearch.errors import ClusterError
 from hpsearch.space.spec import Spec
 
-__all__ = ["SIMULATE_GPU_ENV", "cuda_report", "note_gpu_simulation", "require_cuda_on_gpu_nodes",
+__all__ = ["SIMULATE_GPU_ENV", "cuda_report", "require_cuda_on_gpu_nodes", "say_gpu_simulation",
            "simulating_gpus"]
 
 #: Test-only: trials train on the CPU while Ray still reserves and assigns GPUs.
@@ -32,16 +32,15 @@ def simulating_gpus() -> bool:
     return os.environ.get(SIMULATE_GPU_ENV) == "1"
 
 
-def note_gpu_simulation(spec: Spec, manifest: dict[str, Any], stream: Any) -> None:
-    """Say that this run of a ``use_gpu`` sweep simulates its GPUs: one line on ``stream``
-    and ``simulated_gpu: true`` in the manifest and in this run's entry of ``runs``."""
+def say_gpu_simulation(spec: Spec, stream: Any) -> bool:
+    """Whether this run of ``spec`` simulates its GPUs (a ``use_gpu`` sweep under
+    ``HPSEARCH_SIMULATE_GPU=1``); if so, one line on ``stream`` says it. The run's record
+    notes it in the manifest (:meth:`SweepRecord.begin`)."""
     if not (spec.resources.use_gpu and simulating_gpus()):
-        return
+        return False
     print(f"  SIMULATED GPUs ({SIMULATE_GPU_ENV}=1, for tests): Ray reserves and assigns "
           "GPUs, the trials train on the CPU", file=stream, flush=True)
-    manifest["simulated_gpu"] = True
-    if manifest.get("runs"):
-        manifest["runs"][-1]["simulated_gpu"] = True
+    return True
 
 
 def cuda_report(need_nccl: bool) -> dict[str, Any]:

@@ -55,7 +55,7 @@ from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store import sweeps
 from hpsearch.store.layout import SweepDir
-from hpsearch.store.manifest import record_driver, write_manifest
+from hpsearch.store.manifest import new_manifest, record_driver, write_manifest
 from hpsearch.store.records import TrialRecords
 from hpsearch.store.retention import CheckpointPruner
 from hpsearch.store.tables.writer import TablesWriter
@@ -85,8 +85,7 @@ class SweepRecord:
     """
 
     def __init__(self, spec: Spec, sweep: SweepDir | None, *, rows: TrialRecords | None = None,
-                 recorded: Sequence[RecordedTrial] = (),
-                 unfinished: Sequence[RecordedTrial] = (),
+                 recorded: Sequence[RecordedTrial] = (), unfinished: Sequence[RecordedTrial] = (),
                  manifest: dict[str, Any] | None = None, interval_s: float = 2.0):
         self.spec = spec
         self.sweep = sweep
@@ -112,14 +111,18 @@ class SweepRecord:
     # --- opening -----------------------------------------------------------------------
 
     @classmethod
-    def create(cls, spec: Spec, sweep: SweepDir, manifest: dict[str, Any], *,
-               replace: bool) -> "SweepRecord":
-        """A new sweep at ``sweep``: its directory, ``space.yaml`` and manifest written
-        (the sweep there first deleted with ``replace``).
+    def create(cls, spec: Spec, sweep: SweepDir, *, cluster: Mapping[str, float],
+               address: str | None, plan: Mapping[str, Any], replace: bool) -> "SweepRecord":
+        """A new sweep at ``sweep``: its directory, ``space.yaml`` and manifest (this
+        command, the versions, the ``cluster`` at ``address``, the ``plan``) written (the
+        sweep there first deleted with ``replace``).
 
         Raises:
             StorageError: The directory cannot be created or written.
         """
+        objective = {"metric": spec.objective.metric, "mode": spec.objective.mode}
+        manifest = new_manifest(name=sweep.name, seed=spec.search.seed, cluster=cluster,
+                                address=address, objective=objective, plan=plan)
         sweeps.create(sweep, spec.raw, manifest, replace=replace)
         return cls(spec, sweep, manifest=manifest)
 
@@ -195,20 +198,17 @@ class SweepRecord:
         self._observers.attach(observer, self)
 
     def begin(self, *, local_ray: list[dict[str, int]], plan: Mapping[str, Any] | None = None,
-              space: Mapping[str, Any] | None = None,
-              note: Callable[[dict[str, Any]], None] | None = None) -> None:
+              space: Mapping[str, Any] | None = None, simulated_gpu: bool = False) -> None:
         """This run begins: who drives it, recorded in the manifest (a resume's run, with
-        its ``plan``, and its ``space`` when the resume changed it); ``note`` adds to the
-        manifest once this run has its entry, before the one write."""
+        its ``plan``, and its ``space`` when the resume changed it), and whether its GPUs
+        are simulated (tests), in one write."""
         if self.sweep is None:
             return
         if plan is not None:
             sweeps.begin_run(self.sweep, self.manifest, plan=plan)
         if space is not None:
             sweeps.write_space(self.sweep, space)
-        record_driver(self.manifest, local_ray=local_ray)
-        if note is not None:
-            note(self.manifest)
+        record_driver(self.manifest, local_ray=local_ray, simulated_gpu=simulated_gpu)
         write_manifest(self.sweep, self.manifest)
 
     def _recover_checkpointed_reports(self) -> None:

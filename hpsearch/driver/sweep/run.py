@@ -18,7 +18,7 @@ from dataclasses import replace
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from hpsearch.driver.cluster.preflight import note_gpu_simulation, require_cuda_on_gpu_nodes
+from hpsearch.driver.cluster.preflight import require_cuda_on_gpu_nodes, say_gpu_simulation
 from hpsearch.driver.limits.plan import Plan, local_resources, make_plan
 from hpsearch.driver.record.sweep_record import SweepRecord
 from hpsearch.driver.sweep.fit import SweepRun
@@ -31,7 +31,6 @@ from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
 from hpsearch.store import sweeps
 from hpsearch.store.layout import SweepDir, fmt_bytes, free_bytes
-from hpsearch.store.manifest import command_line, new_manifest
 
 if TYPE_CHECKING:
     from hpsearch.driver.cluster.connect import Connection
@@ -89,14 +88,11 @@ def run_sweep(
         if dry_run:
             return SweepResult(sweep.path, st.SWEEP_PLANNED, setup.plan)
         until = deadline_at(spec)
-        manifest = new_manifest(
-            name=sweep.name, argv=command_line(), seed=spec.search.seed,
-            cluster=setup.conn.resources, address=setup.conn.address,
-            objective={"metric": spec.objective.metric, "mode": spec.objective.mode})
-        manifest["plan"] = plan_record(setup.plan, max_concurrent=max_concurrent,
-                                       deadline=until)
         with _disk_full_ends(sweep, setup.need, made=True):
-            record = SweepRecord.create(spec, sweep, manifest, replace=exists)
+            record = SweepRecord.create(
+                spec, sweep, cluster=setup.conn.resources, address=setup.conn.address,
+                plan=plan_record(setup.plan, max_concurrent=max_concurrent, deadline=until),
+                replace=exists)
         print(f"sweep {sweep.name!r} -> {sweep}", file=stream)
         for line in setup.plan.lines(spec):
             print("  " + line, file=stream)
@@ -221,7 +217,7 @@ def _drive(record: SweepRecord, setup: _Setup, *, deadline: float | None, verbos
     local_ray = local_ray_processes() if setup.conn.started_local else []
     with _disk_full_ends(record.sweep, setup.need, made=False):
         record.begin(local_ray=local_ray, plan=plan, space=space,
-                     note=lambda manifest: note_gpu_simulation(record.spec, manifest, stream))
+                     simulated_gpu=say_gpu_simulation(record.spec, stream))
         run = SweepRun(record, setup.runner, setup.plan, deadline_at=deadline,
                        stream=stream, verbose=verbose, need=setup.need,
                        trackers=setup.trackers)

@@ -170,8 +170,7 @@ def test_a_resumed_run_has_its_own_manifest_entry_before_anything_notes_in_it(sw
 
     manifest = {"name": "t", "status": "interrupted", "runs": [{"command": ["hpsearch", "run"]}]}
     record = SweepRecord(SPEC, sweep, manifest=manifest)
-    record.begin(local_ray=[], plan={"slots": 2},
-                 note=lambda m: m["runs"][-1].update(simulated_gpu=True))
+    record.begin(local_ray=[], plan={"slots": 2}, simulated_gpu=True)
     written = read_manifest(sweep)
     assert len(written["runs"]) == 2 and "simulated_gpu" not in written["runs"][0]
     assert written["runs"][1]["simulated_gpu"] is True and written["runs"][1]["driver_pid"]

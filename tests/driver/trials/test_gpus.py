@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from hpsearch.driver.cluster.preflight import SIMULATE_GPU_ENV, note_gpu_simulation
+from hpsearch.driver.cluster.preflight import SIMULATE_GPU_ENV, say_gpu_simulation
 from hpsearch.driver.trials.gpus import (
     cuda_device_index,
     require_cuda_if_asked,
@@ -111,19 +111,16 @@ def test_without_the_switch_gpu_trials_ask_for_cuda(monkeypatch):
 
 
 def test_every_run_a_simulation_affects_says_so(monkeypatch):
-    manifest = {"runs": [{"command": ["hpsearch", "run"]}]}
+    """The line; the manifest's note is the record's (test_sweep_record)."""
     out = io.StringIO()
     monkeypatch.setenv(SIMULATE_GPU_ENV, "1")
-    note_gpu_simulation(parse_space(space()), manifest, out)
+    assert say_gpu_simulation(parse_space(space()), out) is True
     assert "SIMULATED GPUs (HPSEARCH_SIMULATE_GPU=1, for tests)" in out.getvalue()
-    assert manifest["simulated_gpu"] is True and manifest["runs"][-1]["simulated_gpu"] is True
-
     cpu_sweep = {**space(), "resources": {"use_gpu": False}}
-    untouched = {"runs": [{}]}
-    note_gpu_simulation(parse_space(cpu_sweep), untouched, out)  # nothing simulated
+    assert say_gpu_simulation(parse_space(cpu_sweep), out) is False  # nothing simulated
     monkeypatch.delenv(SIMULATE_GPU_ENV)
-    note_gpu_simulation(parse_space(space()), untouched, out)
-    assert untouched == {"runs": [{}]} and out.getvalue().count("SIMULATED") == 1
+    assert say_gpu_simulation(parse_space(space()), out) is False
+    assert out.getvalue().count("SIMULATED") == 1
 
 
 def test_a_stopped_trials_model_is_gone_when_its_memory_is_released(monkeypatch):

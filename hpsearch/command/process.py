@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from hpsearch.command.resume import Resume
 from hpsearch.errors import TrainableError
 
 __all__ = ["Finished", "Launch", "check_program", "run_command"]
@@ -45,6 +46,8 @@ class Launch:
     grace_s: float = 10.0
     #: Variables of this process's environment the command must not inherit.
     unset: Sequence[str] = ()
+    #: The checkpoint ``resume.args`` names, if any.
+    resume: Resume | None = None
 
 
 @dataclass

@@ -32,7 +32,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from hpsearch.command.metrics import OutputReader, numeric
 from hpsearch.errors import TrainableError
@@ -64,9 +64,10 @@ def format_of(path: str) -> str | None:
     return None
 
 
-def newest_match(root: str, pattern: str) -> str | None:
-    """The newest path under ``root`` that ``pattern`` matches: by the last number in its
-    name (``checkpoint-40`` before ``checkpoint-120``), then by modification time.
+def newest_match(root: str, pattern: str, *, skip: Collection[str] = ()) -> str | None:
+    """The newest path under ``root`` that ``pattern`` matches, leaving out those in
+    ``skip``: by the last number in its name (``checkpoint-40`` before
+    ``checkpoint-120``), then by modification time.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -74,7 +75,7 @@ def newest_match(root: str, pattern: str) -> str | None:
     >>> os.path.basename(newest_match(d, "checkpoint-*"))
     'checkpoint-120'
     """
-    found = glob.glob(os.path.join(glob.escape(root), pattern))
+    found = [p for p in glob.glob(os.path.join(glob.escape(root), pattern)) if p not in skip]
     if not found:
         return None
 

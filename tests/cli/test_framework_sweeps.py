@@ -115,19 +115,22 @@ def test_hf_trainer_recipe_at_two_workers_is_ddp_on_gloo(tmp_path, session_ray):
 def test_hf_trainer_trial_killed_with_its_driver_continues_from_its_checkpoint(
         tmp_path, session_ray):
     """The driver SIGKILLed mid-trial: nothing of the trial's command lives on, and
-    `hpsearch resume` continues the HF trial from its newest checkpoint-N
-    (resume.if_exists: checkpoint-*), each evaluation in the history once."""
+    `hpsearch resume` continues the HF trial from its newest whole checkpoint-N
+    (resume.if_exists: checkpoint-*), each evaluation in the history once. A newer
+    checkpoint the kill cut short (a folder without trainer_state.json) fails the Trainer
+    at its start: that attempt's retry passes it over."""
     pytest.importorskip("transformers")
     shutil.copytree(EXAMPLES / "hf_trainer", tmp_path / "hf_trainer")
     space = tmp_path / "hf_trainer" / "space.yaml"
     sweep_dir = tmp_path / "runs" / "hf-trainer-example"
     driver = subprocess.Popen([sys.executable, "-m", "hpsearch", "run", str(space),
                                "--storage", str(tmp_path / "runs"), "--set", "trials.num=1",
-                               "--set", "scheduler.max_t=400"], cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               "--set", "scheduler.max_t=400", "--set", "trials.max_failures=3"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 600
-        while not list(sweep_dir.glob("trials/*/checkpoint-40")):
+        # checkpoint-40 whole: the Trainer writes trainer_state.json last
+        while not list(sweep_dir.glob("trials/*/checkpoint-40/trainer_state.json")):
             assert driver.poll() is None and time.monotonic() < deadline, "no checkpoint-40"
             time.sleep(0.2)
     finally:
@@ -138,7 +141,13 @@ def test_hf_trainer_trial_killed_with_its_driver_continues_from_its_checkpoint(
     while _alive(str(trial)):  # the command's processes name their trial folder
         assert time.monotonic() < deadline, _alive(str(trial))
         time.sleep(0.2)
-    at_kill = max(int(p.name.split("-")[1]) for p in trial.glob("checkpoint-*"))
+    numbers = [int(p.name.split("-")[1]) for p in trial.glob("checkpoint-*")]
+    at_kill = max(int(p.parent.name.split("-")[1])
+                  for p in trial.glob("checkpoint-*/trainer_state.json"))
+    cut = trial / f"checkpoint-{max(numbers) + 20}"  # as a kill while the Trainer saved
+    cut.mkdir()
+    weights = max((trial / f"checkpoint-{at_kill}").iterdir(), key=lambda f: f.stat().st_size)
+    (cut / weights.name).write_bytes(weights.read_bytes()[:100])  # the model, cut short
 
     result = subprocess.run([sys.executable, "-m", "hpsearch", "resume", "hf-trainer-example",
                              "--storage", str(tmp_path / "runs")],
@@ -149,9 +158,14 @@ def test_hf_trainer_trial_killed_with_its_driver_continues_from_its_checkpoint(
     assert list(trials.status) == ["completed"], trials
     runs = [ln for ln in (trial / "output.log").read_text().splitlines()
             if ln.startswith("# hpsearch")]
-    assert len(runs) == 2 and "--resume_from_checkpoint" not in runs[0]
-    resumed_from = int(runs[1].rsplit("checkpoint-", 1)[1])
-    assert resumed_from >= at_kill >= 40  # the newest checkpoint, not the first
+    assert "--resume_from_checkpoint" not in runs[0], runs
+    assert runs[1].endswith(f"--resume_from_checkpoint={cut}"), runs  # refused, then
+    assert f"failed, trying again: hpsearch.errors.TrialFailedError: `{sys.executable}` " \
+        "exited with code 1 before its first " \
+        f"report, resumed from {cut.name} (a checkpoint cut short when its trial was killed " \
+        "fails so, and the trial's next attempt resumes from checkpoint-" in result.stdout
+    resumed_from = int(runs[-1].rsplit("checkpoint-", 1)[1])
+    assert resumed_from >= at_kill >= 40  # the newest whole checkpoint, not the first
     steps = list(history.step)
     assert len(steps) == len(set(steps)), sorted(steps)  # each evaluation once
     # Every evaluation after the checkpoint the resume continued from is there. Before it,

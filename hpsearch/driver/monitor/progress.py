@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
+from hpsearch.driver.monitor.tables import last_error_line
 from hpsearch.driver.search.ids import TRIAL_ID_KEY, hpsearch_id
 from hpsearch.space.spec import Spec
 from hpsearch.store import status as st
@@ -167,6 +168,13 @@ class ProgressCallback(Callback):
                 f"as the next one (1, 2, 3...). If the script prints its {time_attr} another "
                 f"way, give trainable.metrics a `(?P<{time_attr}>...)` group, or read it from "
                 "a file (trainable.metrics_from)")
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        """A failed attempt Tune runs again (``trials.max_failures``): its line too, so
+        that a retry is not silent."""
+        error = last_error_line(trial) or "unknown error"
+        self.log(f"trial {hpsearch_id(trial)} failed, trying again: "
+                 f"{self._error(hpsearch_id(trial), error)}")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         trial_id = hpsearch_id(trial)

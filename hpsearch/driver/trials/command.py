@@ -134,7 +134,7 @@ class CommandRunner(Runner):
         finished = run_command(launch, metrics.on_line, should_stop=should_stop)
         if finished.code is not None:
             metrics.finish()
-        judge(self.spec, finished, metrics, launch.argv[0], quiet)
+        judge(self.spec, finished, metrics, launch.argv[0], quiet, launch.resume)
 
     def run_alone(self, config: Mapping[str, Any], *, storage: str | None = None,
                   address: str | None = None,

@@ -119,7 +119,7 @@ def command_worker_loop(payload: dict[str, Any]) -> None:
         reader.finish()
     try:
         if rank == 0:
-            judge(runner.spec, finished, reader, launch.argv[0], quiet)
+            judge(runner.spec, finished, reader, launch.argv[0], quiet, launch.resume)
         elif finished.code:
             judge(runner.spec, finished, reader, f"{launch.argv[0]} (rank {rank})")
     except HpsearchError as exc:

@@ -12,7 +12,8 @@ from typing import Any, Callable, Mapping
 
 from hpsearch.command.metrics import OutputReader
 from hpsearch.command.process import Finished, Launch
-from hpsearch.command.sources import TrialMetrics, newest_match
+from hpsearch.command.resume import Resume, resume_for
+from hpsearch.command.sources import TrialMetrics
 from hpsearch.command.template import render
 from hpsearch.errors import TrialFailedError
 from hpsearch.command.push import REPORT_FILE_ENV
@@ -25,11 +26,16 @@ __all__ = ["QuietLimit", "command_argv", "command_cwd", "judge", "launch_for", "
 def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
                  trial_dir: str) -> list[str]:
     """The words trial ``trial_id`` runs: placeholders filled in, and ``resume.args``
-    appended when ``{trial_dir}/<resume.if_exists>`` exists (a glob: its newest match,
-    which ``{resume_from}`` names; see :func:`~hpsearch.command.sources.newest_match`).
+    appended when ``{trial_dir}/<resume.if_exists>`` exists (a glob: its newest match not
+    refused, which ``{resume_from}`` names; see :mod:`hpsearch.command.resume`).
     A bare ``python`` (or
     ``python3``) is the Python this process runs, as W&B's ``${interpreter}`` is: the
     environment that has hpsearch and torch, on every node."""
+    return _words(spec, config, trial_id=trial_id, trial_dir=trial_dir)[0]
+
+
+def _words(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
+           trial_dir: str) -> tuple[list[str], Resume | None]:
     command: Command = spec.command  # type: ignore[assignment]
     values = {**config, "trial_dir": trial_dir, "max_t": spec.scheduler.max_t,
               "trial_id": trial_id}
@@ -37,12 +43,11 @@ def command_argv(spec: Spec, config: Mapping[str, Any], *, trial_id: str,
     argv = render(command.argv, values, optional=spec.conditional)
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable  # the Python hpsearch (or the Ray worker) runs in
-    found = newest_match(trial_dir, command.resume_if_exists) \
-        if command.resume_if_exists else None
-    if found is not None:
-        argv += render(command.resume_args, {**values, "resume_from": found},
+    resume = resume_for(trial_dir, command.resume_if_exists)
+    if resume is not None:
+        argv += render(command.resume_args, {**values, "resume_from": resume.match},
                        optional=spec.conditional)
-    return argv
+    return argv, resume
 
 
 #: The variables torchrun sets: a plain launch neither sets nor passes them on.
@@ -69,10 +74,10 @@ def launch_for(spec: Spec, config: Mapping[str, Any], *, trial_id: str, trial_di
                 "HPSEARCH_TRIAL_ID": trial_id, "HPSEARCH_TRIAL_DIR": trial_dir,
                 REPORT_FILE_ENV: push_file(trial_dir)}
     log = os.path.join(trial_dir, "output.log" if rank == 0 else f"output-rank{rank}.log")
-    argv = command_argv(spec, config, trial_id=trial_id, trial_dir=trial_dir)
+    argv, resume = _words(spec, config, trial_id=trial_id, trial_dir=trial_dir)
     unset = () if "RANK" in env else TORCHRUN_VARS
     return Launch(argv=argv, cwd=command_cwd(command), env=full_env, log=log,
-                  grace_s=command.stop_grace_s, unset=unset)
+                  grace_s=command.stop_grace_s, unset=unset, resume=resume)
 
 
 def command_cwd(command: Command) -> str:
@@ -124,9 +129,11 @@ def metrics_for(spec: Spec, trial_dir: str,
 
 
 def judge(spec: Spec, finished: Finished, reader: OutputReader | TrialMetrics,
-          argv0: str, quiet: QuietLimit | None = None) -> None:
+          argv0: str, quiet: QuietLimit | None = None, resume: Resume | None = None) -> None:
     """Raise the one-line error (:class:`TrialFailedError`) of a command that failed, hung
-    or never reported."""
+    or never reported. A command given a checkpoint to resume from (``resume``) that
+    failed before its first report refuses that checkpoint to the trial's next attempts
+    (:meth:`Resume.refuse`), and the line says so."""
     if quiet is not None and quiet.hung:
         raise TrialFailedError(f"`{argv0}` hung: reported nothing for {quiet.limit_s:.0f} s "
                                f"(trials.hung_after), so it was stopped; its last lines: "
@@ -137,7 +144,8 @@ def judge(spec: Spec, finished: Finished, reader: OutputReader | TrialMetrics,
         how = f"exited with code {finished.code}"
         if finished.code > 128:
             how = f"was killed by signal {finished.code - 128}"
-        raise TrialFailedError(f"`{argv0}` {how}; its last lines: {finished.tail_text()}")
+        raise TrialFailedError(f"`{argv0}` {how}{_refused(resume, reader)}; its last "
+                               f"lines: {finished.tail_text()}")
     if reader.reports == 0:
         metric = spec.objective.metric
         seen = ", ".join(sorted(reader.seen)) or "none"
@@ -148,3 +156,14 @@ def judge(spec: Spec, finished: Finished, reader: OutputReader | TrialMetrics,
             f"it printed: {seen}); its last lines: {finished.tail_text()}; print "
             f"`{metric}=<value>` lines, or set trainable.metrics (a pattern with "
             f"`(?P<{metric}>...)`) or trainable.metrics_from (a file the script writes)")
+
+
+def _refused(resume: Resume | None, reader: OutputReader | TrialMetrics) -> str:
+    """The end of a failed command's line when it failed resumed, before its first report:
+    the checkpoint is refused (likely cut short by a kill), and what comes next."""
+    if resume is None or reader.reports:
+        return ""
+    instead = resume.refuse()
+    return (f" before its first report, resumed from {resume.named(resume.match)} (a "
+            "checkpoint cut short when its trial was killed fails so, and the trial's next "
+            f"attempt resumes from {resume.named(instead)})")

@@ -4,12 +4,14 @@ that fails or never reports."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
 from click.testing import CliRunner
 
 from hpsearch.cli import main
+from hpsearch.driver.trials.command_launch import command_argv
 from hpsearch.driver.trials.resolve import resolve_runner
 from hpsearch.errors import TrialFailedError
 from hpsearch.space import load_space
@@ -85,3 +87,53 @@ def test_a_failing_script_is_one_line(space, tmp_path, script, message):
     result = CliRunner().invoke(main, ["trial", str(tmp_path / "space.yaml")])
     assert result.exit_code == 1 and "Traceback" not in result.output + result.stderr
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+
+
+#: Writes ``ckpt-<epoch>.json`` after each epoch; given ``--from=<ckpt>``, starts after it.
+CHECKPOINTING = """\
+    import json, os, sys
+    args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:] if "=" in a)
+    start = json.load(open(args["from"]))["epoch"] if "from" in args else 0
+    for epoch in range(start + 1, int(args["epochs"]) + 1):
+        print(f"epoch={epoch} val_loss={float(args['lr']) / epoch}")
+        with open(os.path.join(args["out"], f"ckpt-{epoch}.json"), "w") as f:
+            json.dump({"epoch": epoch}, f)
+"""
+
+
+def test_a_checkpoint_cut_short_is_passed_over_at_the_next_attempt(tmp_path):
+    """A trial killed while it wrote its newest checkpoint: resumed from it, the script
+    fails before its first report, and the next attempt (Tune's retry, `hpsearch resume`)
+    resumes from the checkpoint before it; with none left, from the start."""
+    (tmp_path / "train.py").write_text(textwrap.dedent(CHECKPOINTING))
+    (tmp_path / "space.yaml").write_text(textwrap.dedent(SPACE).replace(
+        "{if_exists: done.txt, args: --again}",
+        '{if_exists: "ckpt-*.json", args: "--from={resume_from}"}'))
+    spec = load_space(str(tmp_path / "space.yaml"))
+    runner, config = resolve_runner(spec), spec.trial_config({"lr": 0.2})
+    for root, whole, then in (("one-whole", True, "ckpt-1.json"), ("none", False, "the start")):
+        trial = tmp_path / root / "trial"
+        trial.mkdir(parents=True)
+        if whole:
+            (trial / "ckpt-1.json").write_text('{"epoch": 1}')
+        (trial / "ckpt-2.json").write_text('{"epo')  # the kill came as it was written
+        with pytest.raises(TrialFailedError, match=(
+                r"exited with code 1 before its first report, resumed from ckpt-2\.json \(a "
+                r"checkpoint cut short when its trial was killed fails so, and the trial's "
+                rf"next attempt resumes from {re.escape(then)}\); its last lines: .*"
+                r"JSONDecodeError")):
+            runner.run_alone(config, storage=str(tmp_path / root))
+        reports = runner.run_alone(config, storage=str(tmp_path / root))
+        assert [r["epoch"] for r in reports] == ([2, 3] if whole else [1, 2, 3]), root
+        runs = [ln for ln in (trial / "output.log").read_text().splitlines()
+                if ln.startswith("# hpsearch")]
+        assert runs[0].endswith(" --from=" + str(trial / "ckpt-2.json"))
+        assert runs[1].endswith(" --from=" + str(trial / "ckpt-1.json")) if whole \
+            else "--from" not in runs[1]
+        # later attempts pass over it too: the newest whole checkpoint is the last written
+        assert command_argv(spec, config, trial_id="trial", trial_dir=str(trial))[-1] == \
+            "--from=" + str(trial / "ckpt-3.json")
+        # ... unless it was written again since: the retry wrote a whole ckpt-2.json
+        (trial / "ckpt-3.json").unlink()
+        assert command_argv(spec, config, trial_id="trial", trial_dir=str(trial))[-1] == \
+            "--from=" + str(trial / "ckpt-2.json")

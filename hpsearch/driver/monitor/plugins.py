@@ -47,7 +47,9 @@ class Monitors:
     def __init__(self, record: SweepRecord, runner: WorkerGroups, admission: Shares, *,
                  deadline_at: float | None, stream: TextIO):
         spec, rows = record.spec, record.rows
-        self.progress = ProgressCallback(rows, spec, stream=stream)
+        # The disk watch says a full disk once; the trials it pauses are not retries.
+        self.progress = ProgressCallback(rows, spec, stream=stream,
+                                         paused=lambda trial_id: trial_id in self.disk.paused)
         self.disk = DiskWatch(record.sweep, say=self.say)
         record.watch(self.disk)
         self.tables = TablesCallback(record)

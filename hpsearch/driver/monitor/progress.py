@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from ray.tune import Callback
 
@@ -37,9 +37,11 @@ class ProgressCallback(Callback):
     render_every_s = 0.5  # the live line's refresh (rich refreshes twice a second)
 
     def __init__(self, records: TrialRecords, spec: Spec, *, stream: TextIO | None = None,
-                 heartbeat_s: float = 30.0, live: bool | None = None):
+                 heartbeat_s: float = 30.0, live: bool | None = None,
+                 paused: Callable[[str], bool] = lambda trial_id: False):
         self.records = records
         self.spec = spec
+        self.paused = paused
         self.stream = stream or sys.stdout
         self.heartbeat_s = heartbeat_s
         self.t0 = self.last_beat = time.monotonic()
@@ -171,7 +173,10 @@ class ProgressCallback(Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         """A failed attempt Tune runs again (``trials.max_failures``): its line too, so
-        that a retry is not silent."""
+        that a retry is not silent. A trial ``paused`` (a full disk's, said once by its
+        watch) is not one."""
+        if self.paused(hpsearch_id(trial)):
+            return
         error = last_error_line(trial) or "unknown error"
         self.log(f"trial {hpsearch_id(trial)} failed, trying again: "
                  f"{self._error(hpsearch_id(trial), error)}")

@@ -123,3 +123,26 @@ def test_the_free_space_poll_reads_the_sweeps_own_disk_at_most_every_every_s(tmp
     watch.every_s = 0.0
     watch.on_step_end(2, [])
     assert watch.full and watch.evidence.endswith(" free")
+
+
+def test_a_trial_the_full_disk_paused_is_not_said_as_a_retry_and_another_failure_is(tmp_path):
+    """Tune retries both; the disk watch says the full disk once and pauses its trial, and
+    the progress line says the other's retry (the callbacks in the run's order)."""
+    import io
+
+    from hpsearch.driver.monitor.plugins import Monitors
+
+    out = io.StringIO()
+    record = SweepRecord(load_space("search_spaces/quickstart.yaml"), SweepDir(tmp_path / "s"))
+    monitors = Monitors(record, SimpleNamespace(), SimpleNamespace(), deadline_at=None,
+                        stream=out)
+    watchers = [cb for cb in monitors.callbacks() if cb in (monitors.disk, monitors.progress)]
+    assert watchers == [monitors.disk, monitors.progress]
+    for trial in (tune_trial(tmp_path, "t1", "aaa", error=RAY_ERROR),
+                  tune_trial(tmp_path, "t2", "bbb", error="ValueError: bad lr")):
+        monitors.disk.on_trial_start(0, [], trial)
+        for callback in watchers:
+            callback.on_trial_recover(0, [], trial)
+    said = out.getvalue()
+    assert said.count("is full (writing trial aaa's files)") == 1, said
+    assert "aaa failed" not in said and "trial bbb failed, trying again: ValueError: bad lr" in said

@@ -76,7 +76,8 @@ class SweepRun:
 
     Attributes:
         admission: The start rule (:func:`~hpsearch.driver.limits.admission.admission_for`).
-        monitor: The watchers and the stopper (:class:`~hpsearch.driver.monitor.plugins.Monitors`).
+        monitor: The watchers and the stopper
+            (:class:`~hpsearch.driver.monitor.plugins.Monitors`).
         search: The searcher and ASHA over the study
             (:func:`~hpsearch.driver.search.plugins.open_search`).
     """
@@ -90,12 +91,16 @@ class SweepRun:
         self.admission = admission_for(record.spec, slots=plan.slots, records=record.rows,
                                        deadline_at=deadline_at, sweep_key=str(self.sweep.path),
                                        sweep_name=self.sweep.name)
-        self.monitor = Monitors(record, runner, self.admission, deadline_at=deadline_at,
-                                stream=stream)
-        self.search = open_search(record, self.admission)
-        if trackers:  # after the study opened: the reports a resume recovered are in
-            record.observe(_tracking(trackers, self.sweep, self.spec, stream,
-                                     say=self.monitor.say))
+        try:  # the claim on a shared cluster goes back at once if the rest fails
+            self.monitor = Monitors(record, runner, self.admission, deadline_at=deadline_at,
+                                    stream=stream)
+            self.search = open_search(record, self.admission)
+            if trackers:  # after the study opened: the reports a resume recovered are in
+                record.observe(_tracking(trackers, self.sweep, self.spec, stream,
+                                         say=self.monitor.say))
+        except BaseException:
+            self.admission.close()
+            raise
 
     def tuner(self) -> Any:
         """A new Tuner over this run's plug-ins."""

@@ -44,9 +44,14 @@ class Resume:
 
     def refuse(self) -> str | None:
         """The command failed before its first report: later attempts skip this match.
-        Returns the match they resume from instead, or ``None`` (from the start)."""
-        with open(os.path.join(self.root, REFUSED_FILE), "a") as out:
-            out.write(f"{_mtime_ns(self.match)}\t{self.match}\n")
+        Returns the match they resume from instead, or ``None`` (from the start). A list
+        the disk cannot take (full: what cut the checkpoint short) leaves the match as it
+        is, and the trial's own error stands."""
+        try:
+            with open(os.path.join(self.root, REFUSED_FILE), "a") as out:
+                out.write(f"{_mtime_ns(self.match)}\t{self.match}\n")
+        except OSError:
+            return self.match
         return newest_match(self.root, self.pattern, skip=refused(self.root))
 
     def named(self, path: str | None) -> str:

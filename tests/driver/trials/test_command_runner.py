@@ -137,3 +137,14 @@ def test_a_checkpoint_cut_short_is_passed_over_at_the_next_attempt(tmp_path):
         (trial / "ckpt-3.json").unlink()
         assert command_argv(spec, config, trial_id="trial", trial_dir=str(trial))[-1] == \
             "--from=" + str(trial / "ckpt-2.json")
+
+
+def test_a_refusal_the_disk_cannot_take_leaves_the_trials_own_error(tmp_path):
+    """The list of refused checkpoints cannot be written (here: a folder in its place, as
+    a full disk refuses it): the match stays, and the line says the next attempt takes it."""
+    from hpsearch.command.resume import REFUSED_FILE, resume_for
+
+    (tmp_path / "ckpt-2.json").write_text('{"epo')
+    (tmp_path / REFUSED_FILE).mkdir()
+    resume = resume_for(str(tmp_path), "ckpt-*.json")
+    assert resume is not None and resume.refuse() == str(tmp_path / "ckpt-2.json")
